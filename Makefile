@@ -1,0 +1,66 @@
+# cutrace - top-level build.
+#
+#   make            build/libcutrace.so, build/cutrace, the fake GPU stack
+#   make deps       install missing Debian packages (root) or say how
+#   make test       unit tests (plain, ASan+UBSan, TSan) and integration tests
+#   make demo       trace the example program on the simulated GPUs
+#   make bench      hot-path cost, printed as ratios against an untraced run
+#   make install PREFIX=/usr/local
+#
+# Each part of the tree owns a fragment (preload/preload.mk, analyzer/analyzer.mk,
+# tests/fake/fake.mk, tests/tests.mk, examples/examples.mk); this file only holds
+# what they share.
+
+CC        ?= gcc
+CUDA_HOME ?= /usr/local/cuda
+CUDA_INC  := $(CUDA_HOME)/include
+PREFIX    ?= /usr/local
+BUILD     := build
+VERSION   := 0.1.0
+
+# Warnings are errors everywhere; -fno-strict-aliasing because the hooks pass
+# CUDA handles through uint64_t record fields.
+CSTD      := -std=gnu11
+WARN      := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
+BASE_CFLAGS := $(CSTD) $(WARN) -g -O2 -fno-strict-aliasing -D_GNU_SOURCE -Iinclude \
+               -DCUTRACE_VERSION='"$(VERSION)"'
+CFLAGS    ?=
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
+
+# Sanitizer variants of the unit tests are built from the same sources.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+
+SQLITE_A  := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libsqlite3.a /usr/lib/libsqlite3.a \
+                                    /usr/lib64/libsqlite3.a))
+
+.PHONY: all deps test demo bench install clean format check-format unit-tests integration-tests
+all:
+
+include preload/preload.mk
+include analyzer/analyzer.mk
+include tests/fake/fake.mk
+include tests/tests.mk
+include examples/examples.mk
+include bench/bench.mk
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD):
+	@mkdir -p $@
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/cutrace
+	install -m 0755 $(BUILD)/libcutrace.so $(DESTDIR)$(PREFIX)/lib/libcutrace.so
+	install -m 0755 $(BUILD)/cutrace $(DESTDIR)$(PREFIX)/bin/cutrace
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/cutrace/
+
+clean:
+	rm -rf $(BUILD)
+
+FORMAT_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SOURCES)
+check-format:
+	clang-format --dry-run --Werror $(FORMAT_SOURCES)

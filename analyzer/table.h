@@ -1,0 +1,52 @@
+/*
+ * table.h - aligned text tables for the human-readable reports.
+ *
+ * Cells are strings (numbers are formatted by the caller, see units.h).
+ * Text columns are left-aligned, number columns right-aligned. A table never
+ * prints wider than TABLE_MAX_WIDTH columns: the widest text columns are
+ * shortened and their cells truncated with "...". Cell text is made safe for
+ * a terminal (control characters and invalid UTF-8 become '?'), since it
+ * comes from trace files that may be damaged or hostile.
+ */
+#ifndef CUTRACE_ANALYZER_TABLE_H
+#define CUTRACE_ANALYZER_TABLE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define TABLE_MAX_WIDTH 120
+
+enum table_align { TABLE_LEFT, TABLE_RIGHT };
+
+struct table_column {
+    const char *header;
+    enum table_align align;
+    size_t max_width; /* 0: as wide as the widest cell (within the table limit) */
+};
+
+struct table;
+
+struct table *table_new(const struct table_column *columns, size_t count);
+void table_free(struct table *t);
+
+/* Appends the next cell, row by row; NULL prints as "-". */
+void table_cell(struct table *t, const char *text);
+void table_cellf(struct table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Complete rows so far. */
+size_t table_rows(const struct table *t);
+
+/* Prints headers and rows, each line starting with `indent` spaces. */
+void table_print(const struct table *t, FILE *out, size_t indent);
+
+/* Terminal columns the text takes once made safe (one per code point). */
+size_t text_width(const char *text);
+
+/*
+ * Writes `text` made terminal-safe and cut to at most `width` columns (with
+ * "..." when cut) to `out`; pads with spaces to `pad_to` columns. Returns the
+ * columns written.
+ */
+size_t text_print(FILE *out, const char *text, size_t width, size_t pad_to);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * trace.h - opening the traces of a directory for reading, and querying them.
+ *
+ * A trace directory holds one SQLite file per traced process
+ * (<host>-<pid>-<start_wall_ns>.db, see include/cutrace/schema.h), plus files
+ * this module ignores (.ring crash buffers, SQLite's -wal/-shm). Each .db is
+ * opened read-only and validated before any report trusts it; the first
+ * problem becomes a one-line message naming the file.
+ *
+ * Policy: a file that fails validation makes the whole trace set fail to
+ * open, and the command exits 1 with that one line. A report that silently
+ * left out a process would understate memory per GPU, which is exactly what
+ * users come to this tool to find; they can move the bad file aside.
+ *
+ * Every query of a trace runs inside one read transaction opened with the
+ * trace, so a report about a still-running process sees one consistent
+ * snapshot even while libcutrace keeps writing.
+ *
+ * Reports use only the public tables and views (process, devices, env, calls,
+ * allocations, meminfo, ipc) plus meta and apis; api ids never leave this
+ * module, names come from each trace's own apis table.
+ */
+#ifndef CUTRACE_ANALYZER_TRACE_H
+#define CUTRACE_ANALYZER_TRACE_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One row of a trace's apis table. */
+struct trace_api {
+    int64_t id;
+    char *name, *layer, *role, *space, *kind;
+};
+
+struct trace {
+    char *path; /* directory/file.db as the user can find it */
+    char *file; /* file.db */
+    sqlite3 *db;
+    int64_t format_version;
+    char *producer;  /* meta 'producer', NULL if absent */
+    char *end_state; /* meta 'end_state', NULL if absent */
+    struct trace_api *apis;
+    size_t napis;
+    char error[512]; /* the first problem met, one line; "" while none */
+};
+
+struct trace_set {
+    char *path; /* the directory (or single file) given by the user */
+    struct trace *traces;
+    size_t count; /* >= 1 once opened */
+};
+
+/*
+ * Opens `path`: a directory of traces (every *.db in it, sorted by name), or
+ * one trace file. On any problem prints "cutrace: <file>: <problem>" to
+ * stderr and returns -1 with nothing left open; returns 0 otherwise.
+ */
+int trace_set_open(struct trace_set *set, const char *path);
+void trace_set_close(struct trace_set *set);
+
+/*
+ * Opens and validates one trace file. Returns 0, or -1 with t->error set
+ * (t must then still be closed). Used by trace_set_open; exposed for tests.
+ */
+int trace_open(struct trace *t, const char *path);
+void trace_close(struct trace *t);
+
+/*
+ * Records a problem with the trace (the first one wins) and returns -1, so
+ * that callers can write `return trace_fail(t, ...)`.
+ */
+int trace_fail(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "cutrace: <path>: <error>" to stderr. */
+void trace_report_error(const struct trace *t);
+
+/*
+ * Prepares `sql` and binds one parameter per character of `types`, in order:
+ * 'i' int64_t, 't' const char * (NULL binds NULL), 'n' NULL (no argument).
+ * Returns NULL with t->error set on failure. SQL text must be a constant:
+ * values from users or traces only ever travel as bound parameters.
+ */
+sqlite3_stmt *trace_query(struct trace *t, const char *sql, const char *types, ...);
+
+/* Steps a query: 1 for a row, 0 when done, -1 with t->error set on error
+ * (a corrupt page found mid-query is reported like any damaged file). */
+int trace_step(struct trace *t, sqlite3_stmt *stmt);
+
+/* Column helpers that make NULLs explicit: damaged traces contain them even
+ * where the schema says NOT NULL. */
+bool col_is_null(sqlite3_stmt *stmt, int col);
+int64_t col_int(sqlite3_stmt *stmt, int col, int64_t if_null);
+/* A copy of a text column (NUL bytes inside become spaces), NULL for NULL. */
+char *col_text(sqlite3_stmt *stmt, int col);
+
+/* The trace's apis row by id or name, NULL if there is none. */
+const struct trace_api *trace_api_by_id(const struct trace *t, int64_t id);
+const struct trace_api *trace_api_by_name(const struct trace *t, const char *name);
+/* The api's name, or NULL when the id is not in this trace's apis table. */
+const char *trace_api_name(const struct trace *t, int64_t id);
+
+/*
+ * SQL aggregate available on every opened trace: ct_sum(x) adds the
+ * non-negative integers of a group, ignoring NULLs and negative values and
+ * saturating at INT64_MAX. SQLite's sum() would abort the whole query with
+ * "integer overflow" on a damaged trace; byte and time totals use ct_sum.
+ */
+#define TRACE_SUM_FUNCTION "ct_sum"
+
+#endif

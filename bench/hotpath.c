@@ -1,0 +1,92 @@
+/*
+ * hotpath.c - time per CUDA call, to compare untraced and traced runs.
+ *
+ *   hotpath burst THREADS CALLS_PER_THREAD
+ *   hotpath sustained THREADS CALLS_PER_THREAD
+ *
+ * Each thread alternates cudaMalloc(4 KiB)/cudaFree/cudaMemGetInfo on the
+ * fake GPU stack (calls that cost tens of ns there, so the tracer's share is
+ * large). "burst" times bursts of 1,000 calls per thread with a pause after
+ * each, so the writer keeps up and only the hot path is measured;
+ * "sustained" calls without pause, so a traced run is bound by how fast the
+ * writer can commit. Prints "<ns per call> <calls>". bench/run.sh compares
+ * traced with untraced runs.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { BURST = 999 }; /* a multiple of 3: malloc, free, meminfo */
+
+static long calls_per_thread;
+static int bursty;
+static pthread_barrier_t burst_start, burst_end;
+static double busy_s;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void calls(long n)
+{
+    size_t f, t;
+    for (long i = 0; i < n; i += 3) {
+        void *p;
+        if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess ||
+            cudaMemGetInfo(&f, &t) != cudaSuccess)
+            exit(3);
+    }
+}
+
+static void *work(void *arg)
+{
+    int leader = arg != NULL;
+    if (!bursty) {
+        calls(calls_per_thread);
+        return NULL;
+    }
+    for (long done = 0; done < calls_per_thread; done += BURST) {
+        pthread_barrier_wait(&burst_start);
+        double t0 = now_s();
+        calls(BURST);
+        pthread_barrier_wait(&burst_end);
+        if (leader) {
+            busy_s += now_s() - t0;
+            struct timespec pause = {0, 30 * 1000 * 1000}; /* the writer drains */
+            nanosleep(&pause, NULL);
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    bursty = strcmp(argv[1], "burst") == 0;
+    int threads = atoi(argv[2]);
+    calls_per_thread = atol(argv[3]) / BURST * BURST;
+    if (threads < 1 || threads > 256 || calls_per_thread < BURST)
+        return 2;
+    size_t f, t;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) /* creates the context outside the timing */
+        return 3;
+    pthread_barrier_init(&burst_start, NULL, (unsigned)threads);
+    pthread_barrier_init(&burst_end, NULL, (unsigned)threads);
+    pthread_t tids[256];
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++)
+        pthread_create(&tids[i], NULL, work, i == 0 ? (void *)1 : NULL);
+    for (int i = 0; i < threads; i++)
+        pthread_join(tids[i], NULL);
+    double elapsed = bursty ? busy_s : now_s() - t0;
+    long total = calls_per_thread * threads;
+    printf("%.1f %ld\n", elapsed * 1e9 / (double)total * threads, total);
+    return 0;
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# run.sh - the cost of tracing, as ratios against untraced runs measured in
+# the same invocation (machines differ; ratios travel).
+#
+#   bench/run.sh BUILD_DIR
+#
+# hot path:  time per call in each thread while the writer keeps up (bursts
+#            that fit the ring): what an intercepted call costs the program.
+# sustained: calls without pause. A traced run is then bound by the writer's
+#            commit rate; the program waits rather than losing records.
+# Each figure is the median of 5 runs. Last, the trace size per call.
+set -eu
+build=$(cd "$1" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/cutrace-bench-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export LD_LIBRARY_PATH="$build/fake" CUTRACE_FAKE_STATE="$work/gpu-state" CUTRACE_FAKE_GPUS=1
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+run_many() { # mode traced(0/1) threads calls
+    for i in 1 2 3 4 5; do
+        if [ "$2" = 1 ]; then
+            rm -rf "$work/trace"
+            CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" "$build/bench/hotpath" "$1" "$3" "$4"
+        else
+            "$build/bench/hotpath" "$1" "$3" "$4"
+        fi
+    done | awk '{print $1}' | median
+}
+
+row() { # label mode threads calls
+    base=$(run_many "$2" 0 "$3" "$4")
+    traced=$(run_many "$2" 1 "$3" "$4")
+    awk -v l="$1" -v t="$3" -v b="$base" -v x="$traced" \
+        'BEGIN { printf "%-10s %7s %13.1f %13.1f %7.2f %10.1f %14.0f\n", l, t, b, x, x / b, x - b, 1e9 / x }'
+}
+
+printf '%-10s %7s %13s %13s %7s %10s %14s\n' "" threads "untraced ns" "traced ns" ratio "added ns" "calls/s/thread"
+for threads in 1 4 16; do row "hot path" burst "$threads" 29970; done
+for threads in 1 4; do row sustained sustained "$threads" 300000; done
+
+rm -rf "$work/trace"
+CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" "$build/bench/hotpath" sustained 1 300000 >/dev/null
+bytes=$(du -b "$work"/trace/*.db | awk '{s += $1} END {print s}')
+awk -v b="$bytes" 'BEGIN { printf "trace size: %.1f bytes per call (300000 calls)\n", b / 300000 }'

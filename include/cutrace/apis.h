@@ -1,0 +1,78 @@
+/*
+ * apis.h - every API cutrace knows, with what it means for memory accounting.
+ *
+ * One list drives three things so they cannot drift apart:
+ *   - enum ct_api, the compact id stored in each ring record;
+ *   - the `apis` table written into every trace, which maps those ids back to
+ *     names. The analyzer and the SQL views only ever use that table, so ids
+ *     may be renumbered between builds without breaking old traces;
+ *   - the roles the views use to derive allocations, meminfo and ipc.
+ *
+ * Columns of CT_API_LIST(X): X(name, layer, role, space, kind)
+ *   layer: runtime | driver | nccl
+ *   role:  alloc | free | reset | meminfo | ipc_export | set_device |
+ *          capture_begin | capture_end | graph_instantiate | graph_launch | other
+ *   space: for alloc/free, the address namespace a free must match to end an
+ *          allocation (a cudaFreeHost never ends a cudaMalloc); "" otherwise
+ *   kind:  for alloc, the allocations.kind value (device, managed, host, ipc)
+ *
+ * To add an API: append an X() line here and write its hook in the hook file
+ * of its family (preload/hooks/); nothing else needs to know.
+ */
+#ifndef CUTRACE_APIS_H
+#define CUTRACE_APIS_H
+
+#define CT_API_LIST(X)                                                                             \
+    X(cudaMalloc, runtime, alloc, device, device)                                                  \
+    X(cudaFree, runtime, free, device, )                                                           \
+    X(cudaMallocAsync, runtime, alloc, device, device)                                             \
+    X(cudaMallocAsync_ptsz, runtime, alloc, device, device)                                        \
+    X(cudaFreeAsync, runtime, free, device, )                                                      \
+    X(cudaFreeAsync_ptsz, runtime, free, device, )                                                 \
+    X(cudaMallocFromPoolAsync, runtime, alloc, device, device)                                     \
+    X(cudaMallocFromPoolAsync_ptsz, runtime, alloc, device, device)                                \
+    X(cudaMallocManaged, runtime, alloc, device, managed)                                          \
+    X(cudaMallocPitch, runtime, alloc, device, device)                                             \
+    X(cudaMalloc3D, runtime, alloc, device, device)                                                \
+    X(cudaMallocHost, runtime, alloc, host, host)                                                  \
+    X(cudaHostAlloc, runtime, alloc, host, host)                                                   \
+    X(cudaFreeHost, runtime, free, host, )                                                         \
+    X(cudaMemGetInfo, runtime, meminfo, , )                                                        \
+    X(cudaIpcGetMemHandle, runtime, ipc_export, , )                                                \
+    X(cudaIpcOpenMemHandle, runtime, alloc, ipc, ipc)                                              \
+    X(cudaIpcCloseMemHandle, runtime, free, ipc, )                                                 \
+    X(cudaSetDevice, runtime, set_device, , )                                                      \
+    X(cudaDeviceReset, runtime, reset, , )                                                         \
+    X(cudaStreamBeginCapture, runtime, capture_begin, , )                                          \
+    X(cudaStreamBeginCapture_ptsz, runtime, capture_begin, , )                                     \
+    X(cudaStreamEndCapture, runtime, capture_end, , )                                              \
+    X(cudaStreamEndCapture_ptsz, runtime, capture_end, , )                                         \
+    X(cudaGraphInstantiate, runtime, graph_instantiate, , )                                        \
+    X(cudaGraphInstantiateWithFlags, runtime, graph_instantiate, , )                               \
+    X(cudaGraphLaunch, runtime, graph_launch, , )                                                  \
+    X(cudaGraphLaunch_ptsz, runtime, graph_launch, , )
+
+enum ct_api {
+    CT_API_NONE = 0,
+#define CT_API_ENUM(name, layer, role, space, kind) CT_API_##name,
+    CT_API_LIST(CT_API_ENUM)
+#undef CT_API_ENUM
+        CT_API_COUNT
+};
+
+struct ct_api_info {
+    const char *name;
+    const char *layer;
+    const char *role;
+    const char *space; /* "" when not a memory API */
+    const char *kind;  /* "" when not an allocation */
+};
+
+/* Indexed by enum ct_api; entry 0 is CT_API_NONE. */
+static const struct ct_api_info ct_api_table[CT_API_COUNT] = {{"", "", "", "", ""},
+#define CT_API_INFO(name, layer, role, space, kind) {#name, #layer, #role, #space, #kind},
+                                                              CT_API_LIST(CT_API_INFO)
+#undef CT_API_INFO
+};
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * format.h - the binary layout shared by libcutrace.so and the cutrace CLI.
+ *
+ * Two things cross the process boundary and therefore carry a version:
+ *   - the ring file (<trace>.ring): a file-backed array of fixed-size slots
+ *     that producers fill on the hot path and the writer thread drains into
+ *     SQLite. It outlives a killed process, so the analyzer must be able to
+ *     read one written by an older or newer build and refuse what it cannot.
+ *   - the SQLite trace (<trace>.db): its schema version is CT_FORMAT_VERSION,
+ *     stored in meta('format_version'). The analyzer refuses newer versions.
+ *
+ * Bump CT_FORMAT_VERSION whenever a table, view or column changes meaning;
+ * bump CT_RING_VERSION whenever struct ct_record or struct ct_ring_header
+ * changes layout.
+ */
+#ifndef CUTRACE_FORMAT_H
+#define CUTRACE_FORMAT_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#define CT_FORMAT_VERSION 1
+#define CT_SCHEMA_NAME    "cutrace"
+
+#define CT_RING_MAGIC   "CTRING\0\1"
+#define CT_RING_VERSION 1
+
+#define CT_IPC_HANDLE_BYTES 64
+#define CT_RECORD_ARGS      4
+
+/*
+ * One intercepted call. Written once by the thread that made the call, read
+ * by the writer thread (and by recovery after a crash). Fixed size so that a
+ * slot can be claimed with one atomic increment and no allocation.
+ *
+ * Field meanings that vary per API (ptr, size, flags, stream, arg[]) are
+ * documented next to each hook and, for users, in docs/schema.md.
+ */
+struct ct_record {
+    uint64_t seq;        /* per-process, assigned at call entry, starts at 1 */
+    uint64_t parent_seq; /* innermost traced call in progress on this thread, 0 = none */
+    uint64_t t_ns;       /* CLOCK_MONOTONIC at entry */
+    uint64_t dur_ns;     /* time inside the real function */
+    uint64_t wait_ns;    /* time spent waiting for ring space after the call */
+    uint64_t ptr;        /* the pointer the call made, freed or inspected */
+    uint64_t size;       /* bytes requested (or reserved, see docs/schema.md) */
+    uint64_t flags;
+    uint64_t stream;
+    uint64_t arg[CT_RECORD_ARGS]; /* API-specific values */
+    uint64_t caller;              /* return address into the calling module, 0 = unknown */
+    uint64_t stack_id;            /* 0 = no stack captured */
+    int32_t tid;
+    int32_t device; /* device current on the calling thread, -1 = unknown */
+    int32_t result; /* the value the real function returned */
+    uint16_t api;   /* enum ct_api of the writing build; see the apis table */
+    uint8_t depth;  /* traced calls of this thread already in progress */
+    uint8_t has_handle;
+    uint8_t handle[CT_IPC_HANDLE_BYTES];
+    uint8_t reserved[48];
+};
+
+/*
+ * A ring slot: `turn` implements the bounded MPSC protocol (see
+ * preload/core/ring.c). A slot holds a complete, not yet committed record
+ * exactly when ((turn - 1) & (capacity - 1)) == slot index.
+ */
+struct ct_slot {
+    uint64_t turn;
+    struct ct_record rec;
+};
+
+static_assert(sizeof(struct ct_record) == 248, "ct_record layout changed: bump CT_RING_VERSION");
+static_assert(sizeof(struct ct_slot) == 256, "ct_slot must stay 256 bytes");
+
+/* First page of a ring file. Slots start at CT_RING_HEADER_BYTES. */
+struct ct_ring_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t slot_size;
+    uint64_t capacity; /* slots, a power of two */
+    int64_t pid;
+    uint64_t start_wall_ns;
+    uint64_t start_mono_ns;
+    char db_name[256]; /* sibling trace file the records belong to */
+    uint8_t pad0[64 - ((8 + 4 + 4 + 8 + 8 + 8 + 8 + 256) % 64)];
+    uint64_t head; /* next ticket producers claim (own cache line) */
+    uint8_t pad1[56];
+    uint64_t tail; /* next ticket the writer consumes (own cache line) */
+    uint8_t pad2[56];
+};
+
+#define CT_RING_HEADER_BYTES 4096
+static_assert(sizeof(struct ct_ring_header) <= CT_RING_HEADER_BYTES, "ring header too large");
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * schema.h - the SQL of a trace file: private tables and the public views.
+ *
+ * The writer stores raw facts only (one `events` row per intercepted call);
+ * everything derived, such as which free ended which allocation, lives in
+ * views. That keeps the hot path and the writer dumb, makes crash recovery a
+ * matter of inserting missing events, and lets a later release fix a
+ * derivation without rewriting old traces.
+ *
+ * Public contract (docs/schema.md documents every column): the views
+ * calls, allocations, meminfo, ipc and the tables process, devices, env.
+ * Everything else (events, apis, meta, mem_events) is an implementation detail
+ * that tools should not query.
+ */
+#ifndef CUTRACE_SCHEMA_H
+#define CUTRACE_SCHEMA_H
+
+/*
+ * Tables and views, created once in a new trace inside one transaction.
+ *
+ * mem_events: successful memory events that count. A driver allocation made
+ * inside a traced runtime allocation (its parent) is the same memory and
+ * must not count twice.
+ *
+ * allocations: an allocation ends at the first later free of the same
+ * pointer in the same space, at a reset of its device, or, when the pointer
+ * is handed out again without a traced free, at that new allocation
+ * (free_api = 'implicit').
+ */
+#define CT_SCHEMA_SQL                                                                              \
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;\n"                              \
+    "CREATE TABLE apis(api_id INTEGER PRIMARY KEY, name TEXT NOT NULL, layer TEXT NOT NULL,"       \
+    " role TEXT NOT NULL, space TEXT NOT NULL, kind TEXT NOT NULL);\n"                             \
+    "CREATE TABLE process(pid INTEGER, ppid INTEGER, host TEXT, cmdline TEXT,"                     \
+    " start_wall_ns INTEGER, start_mono_ns INTEGER, cuda_runtime_version INTEGER,"                 \
+    " cuda_driver_version INTEGER, exe TEXT, boot_id TEXT, uid INTEGER);\n"                        \
+    "CREATE TABLE devices(device INTEGER PRIMARY KEY, uuid TEXT, pci_bus_id TEXT, name TEXT,"      \
+    " total_bytes INTEGER, first_seq INTEGER);\n"                                                  \
+    "CREATE TABLE env(name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;\n"                         \
+    "CREATE TABLE events(seq INTEGER PRIMARY KEY, parent_seq INTEGER, t_ns INTEGER NOT NULL,"      \
+    " dur_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"                    \
+    " api_id INTEGER NOT NULL, device INTEGER NOT NULL, result INTEGER NOT NULL,"                  \
+    " depth INTEGER NOT NULL, ptr INTEGER NOT NULL, size INTEGER NOT NULL,"                        \
+    " flags INTEGER NOT NULL, stream INTEGER NOT NULL, arg0 INTEGER NOT NULL,"                     \
+    " arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL, arg3 INTEGER NOT NULL,"                        \
+    " caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB);\n"                         \
+    "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"          \
+    " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
+    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns"                                         \
+    " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                                         \
+    "CREATE VIEW mem_events AS SELECT e.seq, e.t_ns, e.device, e.ptr, e.size, a.name AS api,"      \
+    " a.role, a.space, a.kind FROM events e JOIN apis a ON a.api_id = e.api_id"                    \
+    " WHERE e.result = 0 AND a.role IN ('alloc', 'free', 'reset') AND NOT EXISTS"                  \
+    " (SELECT 1 FROM events p JOIN apis pa ON pa.api_id = p.api_id WHERE p.seq = e.parent_seq"     \
+    " AND pa.role IN ('alloc', 'free', 'reset'));\n"                                               \
+    "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"              \
+    " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api"  \
+    " FROM mem_events WHERE role IN ('alloc', 'free')"                                             \
+    " WINDOW w AS (PARTITION BY space, ptr ORDER BY seq)),"                                        \
+    " r AS (SELECT seq, t_ns, device, api FROM mem_events WHERE role = 'reset'),"                  \
+    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq)"    \
+    " AS reset_seq FROM m WHERE m.role = 'alloc')"                                                 \
+    " SELECT j.seq, j.api, j.device, j.ptr, j.size, j.kind, j.t_ns,"                               \
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
+    " THEN j.next_seq ELSE j.reset_seq END AS free_seq,"                                           \
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
+    " THEN j.next_t_ns ELSE (SELECT r.t_ns FROM r WHERE r.seq = j.reset_seq) END AS free_t_ns,"    \
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
+    " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"                   \
+    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api FROM j;\n"              \
+    "CREATE VIEW meminfo AS SELECT e.seq, e.t_ns, e.device, e.arg0 AS free_bytes,"                 \
+    " e.arg1 AS total_bytes FROM events e JOIN apis a ON a.api_id = e.api_id"                      \
+    " WHERE a.role = 'meminfo' AND e.result = 0;\n"                                                \
+    "CREATE VIEW ipc AS SELECT e.seq, e.t_ns, a.name AS api, e.device, e.ptr,"                     \
+    " lower(hex(e.handle)) AS handle_hex, e.result, e.flags FROM events e"                         \
+    " JOIN apis a ON a.api_id = e.api_id WHERE e.handle IS NOT NULL;\n"
+
+/* Tables a valid trace must have; the analyzer checks them before trusting a file. */
+#define CT_SCHEMA_REQUIRED_TABLES                                                                  \
+    {                                                                                              \
+        "meta", "apis", "process", "devices", "env", "events", "calls", "allocations", "meminfo",  \
+            "ipc"                                                                                  \
+    }
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * envcap.h - which environment variables a trace keeps, with secrets redacted.
+ *
+ * The variables that shape GPU memory (allocator settings, NCCL tuning,
+ * server switches such as SGLANG_FORCE_CUSTOM_AR_PCIE) are what a user
+ * compares first between a working and a failing run, so they are stored in
+ * every trace. Values of names that look like credentials never leave the
+ * process.
+ */
+#ifndef CUTRACE_ENVCAP_H
+#define CUTRACE_ENVCAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store.h"
+
+#define CT_REDACTED "<redacted>"
+
+struct ct_env_capture {
+    struct ct_env_var *vars;
+    size_t count;
+};
+
+/* True if a variable of this name is recorded. `name` ends at '=' or NUL. */
+bool ct_env_is_recorded(const char *name);
+/* True if its value must be replaced by CT_REDACTED. */
+bool ct_env_is_secret(const char *name);
+
+/* Copies the recorded variables of envp (NAME=VALUE strings), sorted by name. */
+int ct_env_capture(char *const *envp, struct ct_env_capture *out);
+void ct_env_capture_free(struct ct_env_capture *cap);
+
+#endif

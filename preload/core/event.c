@@ -1,0 +1,52 @@
+/*
+ * event.c - the hot path shared by every hook.
+ */
+#include "event.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "clock.h"
+#include "device.h"
+#include "session.h"
+#include "thread.h"
+
+void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
+{
+    ev->traced = !ct_self.internal && ct_session_tracing();
+    if (!ev->traced)
+        return;
+    memset(&ev->rec, 0, sizeof ev->rec);
+    ev->rec.api = (uint16_t)api;
+    ev->rec.caller = (uint64_t)(uintptr_t)caller;
+    ev->rec.seq = ct_session_next_seq();
+    ev->rec.parent_seq = ct_self.current_seq;
+    ev->rec.depth = ct_self.depth > UINT8_MAX ? UINT8_MAX : (uint8_t)ct_self.depth;
+    ev->rec.device = -1;
+    ct_self.depth++;
+    ct_self.current_seq = ev->rec.seq;
+    ev->rec.t_ns = ct_now_ns();
+}
+
+void ct_event_end(struct ct_event *ev, int result)
+{
+    if (!ev->traced)
+        return;
+    int saved_errno = errno;
+    ev->rec.dur_ns = ct_now_ns() - ev->rec.t_ns;
+    ct_self.depth--;
+    ct_self.current_seq = ev->rec.parent_seq;
+    ev->rec.result = result;
+    ev->rec.tid = ct_thread_id();
+    ev->rec.device = ct_device_current(result == 0);
+    ct_session_append(&ev->rec);
+    errno = saved_errno;
+}
+
+void ct_event_set_handle(struct ct_event *ev, const void *handle)
+{
+    if (!ev->traced)
+        return;
+    memcpy(ev->rec.handle, handle, CT_IPC_HANDLE_BYTES);
+    ev->rec.has_handle = 1;
+}

@@ -1,0 +1,38 @@
+/*
+ * event.h - what a hook calls around the real function: the hot path.
+ *
+ *     struct ct_event ev;
+ *     ct_event_begin(&ev, CT_API_cudaMalloc, CT_CALLER);
+ *     cudaError_t rc = real(devPtr, size);
+ *     ev.rec.size = size; ...
+ *     ct_event_end(&ev, rc);
+ *
+ * begin takes a sequence number (one atomic add) and the entry time; end
+ * fills in the thread, device, duration and result and appends the record to
+ * the ring. Neither does I/O, allocates, or takes a lock once the process's
+ * trace exists; the first event of a process creates it (ct_session_start).
+ * errno is the program's when end returns.
+ */
+#ifndef CUTRACE_EVENT_H
+#define CUTRACE_EVENT_H
+
+#include <stdbool.h>
+
+#include "cutrace/apis.h"
+#include "cutrace/format.h"
+
+#define CT_CALLER __builtin_return_address(0)
+
+struct ct_event {
+    struct ct_record rec;
+    bool traced; /* false when tracing is off for this call */
+};
+
+/* `caller` is the hook's return address: the code that called the API. */
+void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller);
+void ct_event_end(struct ct_event *ev, int result);
+
+/* For hooks whose record carries an IPC handle. */
+void ct_event_set_handle(struct ct_event *ev, const void *handle);
+
+#endif

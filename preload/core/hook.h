@@ -1,0 +1,60 @@
+/*
+ * hook.h - what a hook file includes: the event API and real-function lookup.
+ *
+ * CT_REAL(lib, fn) declares `real`, a pointer typed exactly like the
+ * official prototype of `fn` (from the CUDA or NCCL header the hook file
+ * includes), resolved on first use and cached. A hook whose definition does
+ * not match that prototype does not compile.
+ */
+#ifndef CUTRACE_HOOK_H
+#define CUTRACE_HOOK_H
+
+#include <stdint.h>
+
+#include "event.h"
+#include "resolve.h"
+#include "warn.h"
+
+#define CT_EXPORT __attribute__((visibility("default")))
+
+#define CT_REAL(lib, fn)                                                                           \
+    static __typeof__(&fn) ct_real_##fn;                                                           \
+    __typeof__(&fn) real = __atomic_load_n(&ct_real_##fn, __ATOMIC_ACQUIRE);                       \
+    if (!real) {                                                                                   \
+        real = (__typeof__(&fn))ct_resolve(lib, #fn);                                              \
+        if (real)                                                                                  \
+            __atomic_store_n(&ct_real_##fn, real, __ATOMIC_RELEASE);                               \
+        else                                                                                       \
+            ct_warn_once(CT_PROBLEM_MISSING_REAL, "cannot find the real %s", #fn);                 \
+    }
+
+/*
+ * The body of a typical hook: trace `call` (which uses `real`) as one event of
+ * `api`, then run the remaining arguments (statements that may read `rc` and
+ * set fields of `ev.rec`), and
+ * return what the real function returned. `missing` is returned, untraced,
+ * when the real function does not exist. CT_TRACE_AS is for helpers shared by
+ * twin hooks (cudaMallocAsync and cudaMallocAsync_ptsz), which pass on the
+ * caller their hook saw.
+ */
+#define CT_TRACE(api, type, missing, call, ...)                                                    \
+    CT_TRACE_AS(CT_CALLER, api, type, missing, call, __VA_ARGS__)
+
+#define CT_TRACE_AS(caller, api, type, missing, call, ...)                                         \
+    do {                                                                                           \
+        if (!real)                                                                                 \
+            return missing;                                                                        \
+        struct ct_event ev;                                                                        \
+        ct_event_begin(&ev, api, caller);                                                          \
+        type rc = call;                                                                            \
+        __VA_ARGS__;                                                                               \
+        ct_event_end(&ev, (int)rc);                                                                \
+        return rc;                                                                                 \
+    } while (0)
+
+static inline uint64_t ct_addr(const void *p)
+{
+    return (uint64_t)(uintptr_t)p;
+}
+
+#endif

@@ -1,0 +1,16 @@
+/*
+ * procinfo.h - facts about the traced process, gathered once per trace.
+ */
+#ifndef CUTRACE_PROCINFO_H
+#define CUTRACE_PROCINFO_H
+
+#include "store.h"
+
+/* Fills everything but the start times; info->cmdline is malloc'd. */
+void ct_procinfo_collect(struct ct_process_info *info);
+void ct_procinfo_free(struct ct_process_info *info);
+
+/* Joins NUL-separated argv bytes into one shell-quoted line (malloc'd). */
+char *ct_quote_argv(const char *args, size_t len);
+
+#endif

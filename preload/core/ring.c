@@ -1,0 +1,151 @@
+/*
+ * ring.c - bounded MPSC queue of trace records over caller-provided memory.
+ *
+ * The protocol is Vyukov's bounded queue specialised to one consumer. Each
+ * slot carries a `turn`: slot i is free for ticket t when turn == t, holds the
+ * published record of ticket t when turn == t + 1, and is handed back for
+ * ticket t + capacity when the consumer stores turn = t + capacity. A producer
+ * claims ticket t with one fetch-add on head, waits (only when the ring is
+ * full) until the slot's turn is t, copies the record and publishes it with a
+ * release store. Nothing here takes a lock, so a thread that forks, or is
+ * interrupted by a signal, while inside a push cannot wedge other threads
+ * behind a mutex.
+ *
+ * Because slots are released only after the writer has committed them to
+ * SQLite, a crash at any moment leaves every record that is not yet in the
+ * database in a published slot, and the turn tells a complete record from a
+ * half-written one (see ct_ring_scan).
+ */
+#include "ring.h"
+
+#include <assert.h>
+#include <string.h>
+#include <time.h>
+#include <sched.h>
+
+#include "clock.h"
+
+size_t ct_ring_bytes(uint64_t capacity)
+{
+    return CT_RING_HEADER_BYTES + (size_t)capacity * sizeof(struct ct_slot);
+}
+
+void ct_ring_format(void *mem, uint64_t capacity, int64_t pid, uint64_t start_wall_ns,
+                    uint64_t start_mono_ns, const char *db_name)
+{
+    assert(capacity >= 2 && (capacity & (capacity - 1)) == 0);
+    struct ct_ring_header *hdr = mem;
+    memcpy(hdr->magic, CT_RING_MAGIC, sizeof hdr->magic);
+    hdr->version = CT_RING_VERSION;
+    hdr->slot_size = sizeof(struct ct_slot);
+    hdr->capacity = capacity;
+    hdr->pid = pid;
+    hdr->start_wall_ns = start_wall_ns;
+    hdr->start_mono_ns = start_mono_ns;
+    strncpy(hdr->db_name, db_name, sizeof hdr->db_name - 1);
+    hdr->head = 0;
+    hdr->tail = 0;
+    struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
+    for (uint64_t i = 0; i < capacity; i++)
+        slots[i].turn = i;
+}
+
+bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes)
+{
+    struct ct_ring_header *hdr = mem;
+    if (bytes < CT_RING_HEADER_BYTES || memcmp(hdr->magic, CT_RING_MAGIC, sizeof hdr->magic) != 0)
+        return false;
+    if (hdr->version != CT_RING_VERSION || hdr->slot_size != sizeof(struct ct_slot))
+        return false;
+    uint64_t cap = hdr->capacity;
+    if (cap < 2 || (cap & (cap - 1)) != 0 ||
+        cap > (bytes - CT_RING_HEADER_BYTES) / sizeof(struct ct_slot))
+        return false;
+    ring->hdr = hdr;
+    ring->slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
+    ring->mask = cap - 1;
+    return true;
+}
+
+/* Back-off for a full ring: spin briefly, then yield, then sleep. */
+static void wait_a_little(unsigned attempt)
+{
+    if (attempt < 64) {
+        ct_cpu_relax();
+    } else if (attempt < 128) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 50 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*writer_alive)(void))
+{
+    uint64_t ticket = __atomic_fetch_add(&ring->hdr->head, 1, __ATOMIC_RELAXED);
+    struct ct_slot *slot = &ring->slots[ticket & ring->mask];
+    uint64_t waited = 0;
+
+    if (__atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) != ticket) {
+        uint64_t t0 = ct_now_ns();
+        for (unsigned attempt = 0; __atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) != ticket;
+             attempt++) {
+            if (!writer_alive())
+                return UINT64_MAX;
+            wait_a_little(attempt);
+        }
+        waited = ct_now_ns() - t0;
+    }
+    memcpy(&slot->rec, rec, sizeof *rec);
+    slot->rec.wait_ns = waited;
+    __atomic_store_n(&slot->turn, ticket + 1, __ATOMIC_RELEASE);
+    return waited;
+}
+
+const struct ct_record *ct_ring_peek(struct ct_ring *ring, uint64_t *cursor)
+{
+    struct ct_slot *slot = &ring->slots[*cursor & ring->mask];
+    if (__atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) != *cursor + 1)
+        return NULL;
+    (*cursor)++;
+    return &slot->rec;
+}
+
+void ct_ring_release(struct ct_ring *ring, uint64_t upto)
+{
+    uint64_t cap = ring->mask + 1;
+    uint64_t tail = __atomic_load_n(&ring->hdr->tail, __ATOMIC_RELAXED);
+    assert(upto >= tail && upto - tail <= cap);
+    for (uint64_t t = tail; t < upto; t++) {
+        struct ct_slot *slot = &ring->slots[t & ring->mask];
+        assert(__atomic_load_n(&slot->turn, __ATOMIC_RELAXED) == t + 1);
+        __atomic_store_n(&slot->turn, t + cap, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&ring->hdr->tail, upto, __ATOMIC_RELEASE);
+}
+
+uint64_t ct_ring_claimed(const struct ct_ring *ring)
+{
+    return __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
+}
+
+uint64_t ct_ring_committed(const struct ct_ring *ring)
+{
+    return __atomic_load_n(&ring->hdr->tail, __ATOMIC_ACQUIRE);
+}
+
+size_t ct_ring_scan(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                    void *arg)
+{
+    size_t found = 0;
+    for (uint64_t i = 0; i <= ring->mask; i++) {
+        const struct ct_slot *slot = &ring->slots[i];
+        uint64_t turn = __atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE);
+        /* Published and unreleased: turn == ticket + 1 with ticket == i (mod capacity). */
+        if (((turn - 1) & ring->mask) != i)
+            continue;
+        fn(&slot->rec, arg);
+        found++;
+    }
+    return found;
+}

@@ -1,0 +1,67 @@
+/*
+ * ring.h - the bounded multi-producer, single-consumer record queue.
+ *
+ * Producers are the program's threads, inside intercepted calls: a push is
+ * two atomic operations and a 248-byte copy, with no lock, no allocation and
+ * no system call unless the ring is full. The single consumer is the writer
+ * thread. The ring lives in caller-provided memory, which in production is a
+ * MAP_SHARED file mapping so that a killed process leaves its unwritten
+ * records behind; ct_ring_scan() finds them again.
+ */
+#ifndef CUTRACE_RING_H
+#define CUTRACE_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cutrace/format.h"
+
+struct ct_ring {
+    struct ct_ring_header *hdr;
+    struct ct_slot *slots;
+    uint64_t mask; /* capacity - 1 */
+};
+
+/* Bytes needed for a ring of `capacity` slots (a power of two). */
+size_t ct_ring_bytes(uint64_t capacity);
+
+/* Formats `mem` (ct_ring_bytes(capacity), zero-filled) as an empty ring. */
+void ct_ring_format(void *mem, uint64_t capacity, int64_t pid, uint64_t start_wall_ns,
+                    uint64_t start_mono_ns, const char *db_name);
+
+/* Attaches to a formatted ring; false if the header is not one we can read. */
+bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes);
+
+/*
+ * Appends a copy of *rec. If the ring is full the caller waits for the writer
+ * (the program is slowed, never silently missing records); the time waited is
+ * stored in the copy's wait_ns and returned. `writer_alive` is polled while
+ * waiting so a dead writer turns the push into a drop instead of a hang;
+ * returns UINT64_MAX in that case.
+ */
+uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec,
+                      bool (*writer_alive)(void));
+
+/*
+ * Consumer side. ct_ring_peek returns the next published record after the
+ * consumer's cursor `*cursor` (advancing it) or NULL when the next slot is not
+ * published yet. Records stay owned by the ring until ct_ring_release(upto),
+ * which the writer calls only after they are durably committed.
+ */
+const struct ct_record *ct_ring_peek(struct ct_ring *ring, uint64_t *cursor);
+void ct_ring_release(struct ct_ring *ring, uint64_t upto);
+
+/* Tickets claimed so far (an upper bound on what a flush must wait for). */
+uint64_t ct_ring_claimed(const struct ct_ring *ring);
+/* First ticket not yet released (everything before it is committed). */
+uint64_t ct_ring_committed(const struct ct_ring *ring);
+
+/*
+ * Recovery: calls fn for every slot holding a complete record that was never
+ * released, in slot order. Safe on the memory of a dead process.
+ */
+size_t ct_ring_scan(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                    void *arg);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * session.h - one traced process: its trace files, ring, writer and lifetime.
+ *
+ * A session is configured when the library loads (it only reads the
+ * environment then), starts at the process's first CUDA event (creating the
+ * trace files), and ends with a flush when the process exits, calls _exit or
+ * exec. A forked child starts a session of its own.
+ */
+#ifndef CUTRACE_SESSION_H
+#define CUTRACE_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cutrace/format.h"
+
+/* False when this process is not traced (disabled, setuid, or failed). */
+bool ct_session_tracing(void);
+
+/* The next per-process sequence number (starts at 1). */
+uint64_t ct_session_next_seq(void);
+
+/* Appends a finished record; creates the trace on the first one. */
+void ct_session_append(struct ct_record *rec);
+
+/* The process is about to end (end_state "exit", "_exit") or exec ("exec"). */
+void ct_session_finish(const char *end_state);
+/* An exec failed: the process goes on being traced. */
+void ct_session_resume(void);
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * store.c - writes trace records and process facts into a trace's SQLite file.
+ *
+ * The file is opened in WAL mode with synchronous=NORMAL: a commit costs no
+ * fsync, and a process killed at any moment leaves a database holding every
+ * committed transaction (the WAL is replayed by the next reader). Records
+ * are inserted with INSERT OR IGNORE keyed by their sequence number, so
+ * recovery may replay a ring that partly overlaps what was committed.
+ */
+#include "store.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "cutrace/apis.h"
+#include "cutrace/schema.h"
+
+#ifndef CUTRACE_VERSION
+#define CUTRACE_VERSION "dev"
+#endif
+
+struct ct_store {
+    sqlite3 *db;
+    sqlite3_stmt *insert_event;
+    char error[256];
+};
+
+static int fail(struct ct_store *st, int rc, const char *what)
+{
+    snprintf(st->error, sizeof st->error, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "?");
+    return rc;
+}
+
+const char *ct_store_error(struct ct_store *st)
+{
+    return st->error;
+}
+
+static int exec_sql(struct ct_store *st, const char *sql, const char *what)
+{
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : fail(st, rc, what);
+}
+
+static const char EVENT_INSERT_SQL[] =
+    "INSERT OR IGNORE INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"
+    " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, caller, stack_id, handle)"
+    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static struct ct_store *open_db(const char *path, char *err, size_t errlen)
+{
+    struct ct_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* NOFOLLOW: a symlink planted at the trace path is refused, never followed. */
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+    int rc = sqlite3_open_v2(path, &st->db, flags, NULL);
+    if (rc == SQLITE_OK)
+        rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "pragmas");
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : "cannot open");
+        sqlite3_close(st->db);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+static int prepare_insert(struct ct_store *st)
+{
+    int rc = sqlite3_prepare_v3(st->db, EVENT_INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
+                                &st->insert_event, NULL);
+    return rc == SQLITE_OK ? 0 : fail(st, rc, "prepare insert");
+}
+
+static int write_apis(struct ct_store *st)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db, "INSERT INTO apis VALUES(?,?,?,?,?,?)", -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "prepare apis");
+    for (int id = 1; id < CT_API_COUNT && rc == SQLITE_OK; id++) {
+        const struct ct_api_info *a = &ct_api_table[id];
+        sqlite3_bind_int(s, 1, id);
+        sqlite3_bind_text(s, 2, a->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, a->layer, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, a->role, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 5, a->space, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 6, a->kind, -1, SQLITE_STATIC);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? 0 : fail(st, rc, "write apis");
+}
+
+struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
+{
+    struct ct_store *st = open_db(path, err, errlen);
+    if (!st)
+        return NULL;
+    int rc = exec_sql(st, "BEGIN", "begin");
+    if (!rc)
+        rc = exec_sql(st, CT_SCHEMA_SQL, "create schema");
+    if (!rc)
+        rc = write_apis(st);
+    if (!rc)
+        rc = ct_store_set_meta_text(st, "schema", CT_SCHEMA_NAME);
+    if (!rc)
+        rc = ct_store_set_meta_int(st, "format_version", CT_FORMAT_VERSION);
+    if (!rc)
+        rc = ct_store_set_meta_text(st, "producer", "libcutrace " CUTRACE_VERSION);
+    if (!rc)
+        rc = ct_store_set_meta_text(st, "end_state", "running");
+    if (!rc)
+        rc = exec_sql(st, "COMMIT", "commit schema");
+    if (!rc)
+        rc = prepare_insert(st);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", path, st->error);
+        ct_store_close(st);
+        return NULL;
+    }
+    return st;
+}
+
+struct ct_store *ct_store_open(const char *path, char *err, size_t errlen)
+{
+    struct ct_store *st = open_db(path, err, errlen);
+    if (st && prepare_insert(st)) {
+        snprintf(err, errlen, "%s: %s", path, st->error);
+        ct_store_close(st);
+        return NULL;
+    }
+    return st;
+}
+
+void ct_store_close(struct ct_store *st)
+{
+    if (!st)
+        return;
+    sqlite3_finalize(st->insert_event);
+    sqlite3_close(st->db);
+    free(st);
+}
+
+static int step_done(struct ct_store *st, sqlite3_stmt *s, const char *what)
+{
+    int rc = sqlite3_step(s);
+    int out = (rc == SQLITE_DONE) ? 0 : fail(st, rc, what);
+    sqlite3_finalize(s);
+    return out;
+}
+
+static int prepare(struct ct_store *st, const char *sql, sqlite3_stmt **s)
+{
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, s, NULL);
+    return rc == SQLITE_OK ? 0 : fail(st, rc, sql);
+}
+
+int ct_store_set_meta_text(struct ct_store *st, const char *key, const char *value)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, "INSERT OR REPLACE INTO meta VALUES(?, ?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, value, -1, SQLITE_STATIC);
+    return step_done(st, s, "write meta");
+}
+
+int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, "INSERT OR REPLACE INTO meta VALUES(?, ?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, value);
+    return step_done(st, s, "write meta");
+}
+
+int ct_store_write_process(struct ct_store *st, const struct ct_process_info *p)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st,
+                     "INSERT INTO process(pid, ppid, host, cmdline, start_wall_ns, start_mono_ns,"
+                     " exe, boot_id, uid) VALUES(?,?,?,?,?,?,?,?,?)",
+                     &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, p->pid);
+    sqlite3_bind_int64(s, 2, p->ppid);
+    sqlite3_bind_text(s, 3, p->host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, p->cmdline ? p->cmdline : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, ct_u64_to_sql(p->start_wall_ns));
+    sqlite3_bind_int64(s, 6, ct_u64_to_sql(p->start_mono_ns));
+    sqlite3_bind_text(s, 7, p->exe, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 8, p->boot_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 9, p->uid);
+    return step_done(st, s, "write process");
+}
+
+int ct_store_write_env(struct ct_store *st, const struct ct_env_var *vars, size_t n)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, "INSERT OR REPLACE INTO env VALUES(?, ?)", &s);
+    for (size_t i = 0; !rc && i < n; i++) {
+        sqlite3_bind_text(s, 1, vars[i].name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, vars[i].value, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = fail(st, sqlite3_errcode(st->db), "write env");
+        sqlite3_reset(s);
+    }
+    if (s)
+        sqlite3_finalize(s);
+    return rc;
+}
+
+int ct_store_write_device(struct ct_store *st, const struct ct_device_info *d, uint64_t first_seq)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st, "INSERT OR REPLACE INTO devices VALUES(?,?,?,?,?,?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 1, d->device);
+    sqlite3_bind_text(s, 2, d->uuid, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, d->pci_bus_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, d->name, -1, SQLITE_STATIC);
+    if (d->total_bytes)
+        sqlite3_bind_int64(s, 5, ct_u64_to_sql(d->total_bytes));
+    sqlite3_bind_int64(s, 6, ct_u64_to_sql(first_seq));
+    return step_done(st, s, "write device");
+}
+
+int ct_store_set_versions(struct ct_store *st, int runtime_version, int driver_version)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st,
+                     "UPDATE process SET cuda_runtime_version = coalesce(?, cuda_runtime_version),"
+                     " cuda_driver_version = coalesce(?, cuda_driver_version)",
+                     &s);
+    if (rc)
+        return rc;
+    if (runtime_version > 0)
+        sqlite3_bind_int(s, 1, runtime_version);
+    if (driver_version > 0)
+        sqlite3_bind_int(s, 2, driver_version);
+    return step_done(st, s, "write versions");
+}
+
+int ct_store_begin(struct ct_store *st)
+{
+    return exec_sql(st, "BEGIN", "begin");
+}
+
+int ct_store_commit(struct ct_store *st)
+{
+    return exec_sql(st, "COMMIT", "commit");
+}
+
+int ct_store_insert(struct ct_store *st, const struct ct_record *r)
+{
+    sqlite3_stmt *s = st->insert_event;
+    assert(s && r->seq > 0);
+    int64_t cols[] = {
+        ct_u64_to_sql(r->seq),
+        ct_u64_to_sql(r->parent_seq),
+        ct_u64_to_sql(r->t_ns),
+        ct_u64_to_sql(r->dur_ns),
+        ct_u64_to_sql(r->wait_ns),
+        r->tid,
+        r->api,
+        r->device,
+        r->result,
+        r->depth,
+        ct_u64_to_sql(r->ptr),
+        ct_u64_to_sql(r->size),
+        ct_u64_to_sql(r->flags),
+        ct_u64_to_sql(r->stream),
+        ct_u64_to_sql(r->arg[0]),
+        ct_u64_to_sql(r->arg[1]),
+        ct_u64_to_sql(r->arg[2]),
+        ct_u64_to_sql(r->arg[3]),
+        ct_u64_to_sql(r->caller),
+        ct_u64_to_sql(r->stack_id),
+    };
+    int n = (int)(sizeof cols / sizeof cols[0]);
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(s, i + 1, cols[i]);
+    if (r->has_handle)
+        sqlite3_bind_blob(s, n + 1, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, n + 1);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : fail(st, rc, "insert event");
+}
+
+int ct_store_checkpoint(struct ct_store *st)
+{
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : fail(st, rc, "checkpoint");
+}

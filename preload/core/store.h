@@ -1,0 +1,80 @@
+/*
+ * store.h - one process's trace file: the SQLite database behind the views.
+ *
+ * Only the writer thread (and, after a crash, recovery) touches a store, so a
+ * store needs no locking of its own. Every function returns 0 on success or
+ * an SQLite error code, and leaves a message in ct_store_error().
+ */
+#ifndef CUTRACE_STORE_H
+#define CUTRACE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cutrace/format.h"
+
+struct ct_store;
+
+struct ct_process_info {
+    int64_t pid;
+    int64_t ppid;
+    int64_t uid;
+    uint64_t start_wall_ns;
+    uint64_t start_mono_ns;
+    char host[256];
+    char boot_id[64];
+    char exe[1024];
+    char *cmdline; /* owned by the caller */
+};
+
+struct ct_device_info {
+    int device; /* ordinal as the process sees it */
+    char uuid[64];
+    char pci_bus_id[32];
+    char name[256];
+    uint64_t total_bytes;
+};
+
+struct ct_env_var {
+    const char *name;
+    const char *value;
+};
+
+/* Creates the schema in `path`, an empty file the caller created safely. */
+struct ct_store *ct_store_create(const char *path, char *err, size_t errlen);
+/* Opens an existing trace for appending (recovery). */
+struct ct_store *ct_store_open(const char *path, char *err, size_t errlen);
+void ct_store_close(struct ct_store *st);
+const char *ct_store_error(struct ct_store *st);
+
+int ct_store_write_process(struct ct_store *st, const struct ct_process_info *info);
+int ct_store_write_env(struct ct_store *st, const struct ct_env_var *vars, size_t n);
+int ct_store_write_device(struct ct_store *st, const struct ct_device_info *dev,
+                          uint64_t first_seq);
+int ct_store_set_versions(struct ct_store *st, int runtime_version, int driver_version);
+int ct_store_set_meta_text(struct ct_store *st, const char *key, const char *value);
+int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value);
+
+int ct_store_begin(struct ct_store *st);
+int ct_store_commit(struct ct_store *st);
+/* Inserts one record; a record whose seq is already present is ignored. */
+int ct_store_insert(struct ct_store *st, const struct ct_record *rec);
+/* Folds the WAL into the main file so a reader needs nothing else. */
+int ct_store_checkpoint(struct ct_store *st);
+
+/* SQLite stores signed 64-bit integers; pointers and sizes travel bit-exact. */
+static inline int64_t ct_u64_to_sql(uint64_t v)
+{
+    int64_t s;
+    __builtin_memcpy(&s, &v, sizeof s);
+    return s;
+}
+
+static inline uint64_t ct_sql_to_u64(int64_t s)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, &s, sizeof v);
+    return v;
+}
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * warn.h - the tracer's only voice: one line on stderr per problem, ever.
+ *
+ * A tracer that floods stderr changes what the user sees of their program,
+ * so each kind of problem is reported once per process, prefixed "cutrace:".
+ * Output goes straight to fd 2 with write(2): no stdio buffers or locks are
+ * shared with the program, and errno is preserved.
+ */
+#ifndef CUTRACE_WARN_H
+#define CUTRACE_WARN_H
+
+enum ct_problem {
+    CT_PROBLEM_TRACE_DIR,     /* cannot create the trace directory or files */
+    CT_PROBLEM_RING,          /* crash-safe buffer unavailable */
+    CT_PROBLEM_WRITER,        /* the writer thread could not start or write */
+    CT_PROBLEM_MISSING_REAL,  /* a real function could not be found */
+    CT_PROBLEM_FLUSH_TIMEOUT, /* exit/exec flush gave up waiting */
+    CT_PROBLEM_COUNT
+};
+
+void ct_warn_once(enum ct_problem problem, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Forgets which problems were reported (a forked child reports its own). */
+void ct_warn_reset(void);
+
+#endif

@@ -1,0 +1,383 @@
+/*
+ * writer.c - drains the ring into the trace's SQLite file on its own thread.
+ *
+ * Two locks, neither ever taken by a producer:
+ *   work_mu  held while the writer is inside SQLite, and only then. fork()
+ *            takes it (ct_writer_before_fork) so that a child never inherits
+ *            SQLite's internal mutexes in a locked state. Nothing foreign (the
+ *            CUDA driver or runtime) is ever called under it: their own fork
+ *            handlers run before ours and take their locks, so a writer that
+ *            waited for the driver while holding work_mu would deadlock fork.
+ *   mu       guards the flush handshake (targets, end state, stop flag).
+ *
+ * The thread blocks every signal: the program's handlers keep running on the
+ * program's threads, as they would untraced.
+ */
+#include "writer.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "clock.h"
+#include "cutrace/apis.h"
+#include "thread.h"
+#include "warn.h"
+
+#define CT_MAX_DEVICES      64
+#define CT_BATCH_MAX        16384
+#define CT_VERSION_RETRY_NS 1000000000ull
+
+enum { DEVICE_UNSEEN = 0, DEVICE_PENDING, DEVICE_DONE };
+
+struct ct_writer {
+    struct ct_writer_config cfg;
+    struct ct_store *store;
+    pthread_t thread;
+
+    pthread_mutex_t work_mu;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_cond_t done;
+    uint64_t flush_target;
+    const char *end_state; /* pending meta('end_state'), written once target is reached */
+    bool stop;
+
+    int alive;          /* atomic */
+    uint64_t committed; /* atomic: ring tickets committed and released */
+    uint64_t cursor;    /* writer thread only: next ticket to read */
+    uint8_t device_state[CT_MAX_DEVICES];
+    uint64_t device_first_seq[CT_MAX_DEVICES];
+    bool versions_known;
+    uint64_t versions_tried_ns;
+    char last_error[512];
+};
+
+bool ct_writer_alive(const struct ct_writer *w)
+{
+    return w && __atomic_load_n(&w->alive, __ATOMIC_ACQUIRE);
+}
+
+uint64_t ct_writer_committed(struct ct_writer *w)
+{
+    return __atomic_load_n(&w->committed, __ATOMIC_ACQUIRE);
+}
+
+static void die(struct ct_writer *w, const char *why)
+{
+    ct_warn_once(CT_PROBLEM_WRITER, "trace writer stopped, the trace ends here: %s", why);
+    pthread_mutex_lock(&w->mu);
+    __atomic_store_n(&w->alive, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/*
+ * Identity of devices and the CUDA versions are learned from what the program
+ * did, in three steps so that no foreign code runs under work_mu: noting what
+ * is new (under work_mu, while records are inserted), asking the driver and
+ * runtime (no lock held: the driver has fork handlers and locks of its own),
+ * and storing the answers (under work_mu again).
+ */
+static void note_context(struct ct_writer *w, const struct ct_record *r)
+{
+    /* Identity only after the program's own call on that device succeeded. */
+    if (r->result == 0 && r->device >= 0 && r->device < CT_MAX_DEVICES &&
+        w->device_state[r->device] == DEVICE_UNSEEN) {
+        w->device_state[r->device] = DEVICE_PENDING;
+        w->device_first_seq[r->device] = r->seq;
+    }
+}
+
+struct learned {
+    struct ct_device_info devices[CT_MAX_DEVICES];
+    uint64_t first_seq[CT_MAX_DEVICES];
+    int n_devices;
+    int runtime_version, driver_version;
+};
+
+static void learn_context(struct ct_writer *w, struct learned *out)
+{
+    out->n_devices = 0;
+    out->runtime_version = out->driver_version = 0;
+    for (int d = 0; d < CT_MAX_DEVICES; d++) {
+        if (w->device_state[d] != DEVICE_PENDING)
+            continue;
+        w->device_state[d] = DEVICE_DONE;
+        if (w->cfg.probes.describe_device &&
+            w->cfg.probes.describe_device(d, &out->devices[out->n_devices]))
+            out->first_seq[out->n_devices++] = w->device_first_seq[d];
+    }
+    /* Versions are queryable without a working driver (and say which runtime failed). */
+    uint64_t now = ct_now_ns();
+    if (!w->versions_known && w->cfg.probes.versions && w->store && w->cursor > 0 &&
+        now - w->versions_tried_ns > CT_VERSION_RETRY_NS) {
+        w->versions_tried_ns = now;
+        w->cfg.probes.versions(&out->runtime_version, &out->driver_version);
+        w->versions_known = out->runtime_version > 0 && out->driver_version > 0;
+    }
+}
+
+static int store_context(struct ct_writer *w, const struct learned *l)
+{
+    if (l->n_devices == 0 && l->runtime_version <= 0 && l->driver_version <= 0)
+        return 0;
+    int rc = ct_store_begin(w->store);
+    for (int i = 0; !rc && i < l->n_devices; i++)
+        rc = ct_store_write_device(w->store, &l->devices[i], l->first_seq[i]);
+    if (!rc && (l->runtime_version > 0 || l->driver_version > 0))
+        rc = ct_store_set_versions(w->store, l->runtime_version, l->driver_version);
+    return rc ? rc : ct_store_commit(w->store);
+}
+
+/* After a finish closed the file, a late record (an exit handler's cudaFree) reopens it. */
+static bool reopen_store(struct ct_writer *w)
+{
+    char err[512];
+    w->store = ct_store_open(w->cfg.db_path, err, sizeof err);
+    if (!w->store)
+        snprintf(w->last_error, sizeof w->last_error, "%s", err);
+    return w->store != NULL;
+}
+
+/* One transaction of everything published so far; returns records written or -1. */
+static long drain_once(struct ct_writer *w)
+{
+    uint64_t start = w->cursor;
+    const struct ct_record *r = ct_ring_peek(w->cfg.ring, &w->cursor);
+    if (!r)
+        return 0;
+    if (!w->store && !reopen_store(w))
+        return -1;
+    if (ct_store_begin(w->store))
+        return -1;
+    long n = 0;
+    for (; r; r = (n < CT_BATCH_MAX) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
+        if (ct_store_insert(w->store, r))
+            return -1;
+        note_context(w, r);
+        n++;
+    }
+    if (ct_store_commit(w->store))
+        return -1;
+    assert(w->cursor - start == (uint64_t)n);
+    ct_ring_release(w->cfg.ring, w->cursor);
+    __atomic_store_n(&w->committed, w->cursor, __ATOMIC_RELEASE);
+    return n;
+}
+
+static bool open_store(struct ct_writer *w)
+{
+    char err[512];
+    w->store = ct_store_create(w->cfg.db_path, err, sizeof err);
+    if (!w->store) {
+        die(w, err);
+        return false;
+    }
+    int rc = ct_store_begin(w->store);
+    if (!rc)
+        rc = ct_store_write_process(w->store, &w->cfg.process);
+    if (!rc)
+        rc = ct_store_write_env(w->store, w->cfg.env.vars, w->cfg.env.count);
+    if (!rc)
+        rc = ct_store_commit(w->store);
+    if (rc) {
+        die(w, ct_store_error(w->store));
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The process is ending: record how, and close the file so that it is
+ * complete on its own (no -wal or -shm beside it).
+ */
+static int finish_store(struct ct_writer *w, const char *end_state)
+{
+    if (!w->store && !reopen_store(w))
+        return -1;
+    if (ct_store_set_meta_text(w->store, "end_state", end_state) || ct_store_checkpoint(w->store))
+        return -1;
+    ct_store_close(w->store);
+    w->store = NULL;
+    return 0;
+}
+
+static struct timespec deadline_after_ms(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t ns = (uint64_t)t.tv_nsec + (uint64_t)ms * 1000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u);
+    t.tv_nsec = (long)(ns % 1000000000u);
+    return t;
+}
+
+/* Sleeps until the commit interval passes or a flush asks for more; w->mu held. */
+static void wait_interval(struct ct_writer *w)
+{
+    struct timespec until = deadline_after_ms(w->cfg.interval_ms);
+    pthread_cond_timedwait(&w->wake, &w->mu, &until);
+}
+
+static void *writer_main(void *arg)
+{
+    struct ct_writer *w = arg;
+    ct_self.internal = true;
+    prctl(PR_SET_NAME, "cutrace-writer", 0, 0, 0);
+
+    pthread_mutex_lock(&w->work_mu);
+    bool ok = open_store(w);
+    pthread_mutex_unlock(&w->work_mu);
+    if (!ok)
+        return NULL;
+
+    struct learned *learned = malloc(sizeof *learned);
+    if (!learned) {
+        die(w, "out of memory");
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&w->work_mu);
+        long n = drain_once(w);
+        pthread_mutex_unlock(&w->work_mu);
+
+        learn_context(w, learned);
+        pthread_mutex_lock(&w->work_mu);
+        if (n >= 0 && store_context(w, learned) != 0)
+            n = -1;
+        pthread_mutex_lock(&w->mu);
+        const char *end_state = NULL;
+        if (w->end_state && w->cursor >= w->flush_target) {
+            end_state = w->end_state;
+            w->end_state = NULL;
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (n >= 0 && end_state && finish_store(w, end_state) != 0)
+            n = -1;
+        pthread_mutex_unlock(&w->work_mu);
+        if (n < 0) {
+            die(w, w->store ? ct_store_error(w->store) : w->last_error);
+            free(learned);
+            return NULL;
+        }
+
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_broadcast(&w->done);
+        /* A flusher waits for a record whose producer is still copying it in. */
+        bool behind = w->cursor < w->flush_target || w->end_state != NULL;
+        if (w->stop && !behind && w->cursor == ct_ring_claimed(w->cfg.ring)) {
+            pthread_mutex_unlock(&w->mu);
+            free(learned);
+            break;
+        }
+        if (n < CT_BATCH_MAX && !behind)
+            wait_interval(w);
+        pthread_mutex_unlock(&w->mu);
+        if (behind && n == 0) {
+            struct timespec ts = {0, 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void init_cond_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+
+struct ct_writer *ct_writer_start(const struct ct_writer_config *cfg, char *err, size_t errlen)
+{
+    struct ct_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    w->cfg = *cfg;
+    w->cursor = ct_ring_committed(cfg->ring);
+    w->committed = w->cursor;
+    if (w->cfg.interval_ms == 0)
+        w->cfg.interval_ms = 20;
+    pthread_mutex_init(&w->work_mu, NULL);
+    pthread_mutex_init(&w->mu, NULL);
+    init_cond_monotonic(&w->wake);
+    init_cond_monotonic(&w->done);
+    w->alive = 1;
+
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start writer thread: %s", strerror(rc));
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeout_ms)
+{
+    if (!ct_writer_alive(w))
+        return false;
+    uint64_t target = ct_ring_claimed(w->cfg.ring);
+    struct timespec until = deadline_after_ms(timeout_ms);
+
+    pthread_mutex_lock(&w->mu);
+    if (target > w->flush_target)
+        w->flush_target = target;
+    if (end_state)
+        w->end_state = end_state;
+    pthread_cond_signal(&w->wake);
+    bool done = false;
+    for (;;) {
+        done = ct_writer_committed(w) >= target && (!end_state || w->end_state == NULL);
+        if (done || !ct_writer_alive(w))
+            break;
+        if (pthread_cond_timedwait(&w->done, &w->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+void ct_writer_stop(struct ct_writer *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    ct_store_close(w->store);
+    free(w->cfg.process.cmdline);
+    ct_env_capture_free(&w->cfg.env);
+    pthread_mutex_destroy(&w->work_mu);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->wake);
+    pthread_cond_destroy(&w->done);
+    free(w);
+}
+
+void ct_writer_before_fork(struct ct_writer *w)
+{
+    pthread_mutex_lock(&w->work_mu);
+}
+
+void ct_writer_after_fork_parent(struct ct_writer *w)
+{
+    pthread_mutex_unlock(&w->work_mu);
+}

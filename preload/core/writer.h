@@ -1,0 +1,59 @@
+/*
+ * writer.h - the background thread that moves records from the ring to SQLite.
+ *
+ * The writer is the only user of the trace's SQLite connection. It drains
+ * every published record at least every `interval_ms`, commits, and only
+ * then releases the ring slots, so a record is always either in a committed
+ * transaction or in a published slot of the ring file.
+ */
+#ifndef CUTRACE_WRITER_H
+#define CUTRACE_WRITER_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "envcap.h"
+#include "ring.h"
+#include "store.h"
+
+struct ct_writer;
+
+/* What the writer asks the outside world; injectable so tests need no CUDA. */
+struct ct_writer_probes {
+    bool (*describe_device)(int device, struct ct_device_info *out);
+    void (*versions)(int *runtime_version, int *driver_version);
+};
+
+struct ct_writer_config {
+    struct ct_ring *ring;
+    char db_path[PATH_MAX];
+    struct ct_process_info process; /* the writer takes ownership of cmdline */
+    struct ct_env_capture env;      /* the writer takes ownership */
+    struct ct_writer_probes probes;
+    unsigned interval_ms;
+};
+
+/* Starts the thread; NULL (and a message in err) if it cannot. */
+struct ct_writer *ct_writer_start(const struct ct_writer_config *cfg, char *err, size_t errlen);
+
+/* False once the writer has failed for good; producers then stop recording. */
+bool ct_writer_alive(const struct ct_writer *w);
+
+/*
+ * Waits until every record claimed before the call is committed, then, if
+ * end_state is not NULL, stores it in meta and checkpoints. Returns false on
+ * timeout or if the writer is dead.
+ */
+bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeout_ms);
+
+/* Stops and joins the thread after a final drain, and frees the writer. */
+void ct_writer_stop(struct ct_writer *w);
+
+/* fork(): hold the writer outside SQLite across the fork. */
+void ct_writer_before_fork(struct ct_writer *w);
+void ct_writer_after_fork_parent(struct ct_writer *w);
+
+/* Records committed so far (for tests and flush bookkeeping). */
+uint64_t ct_writer_committed(struct ct_writer *w);
+
+#endif

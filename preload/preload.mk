@@ -1,0 +1,24 @@
+# preload.mk - builds build/libcutrace.so, the LD_PRELOAD library.
+#
+# SQLite is linked in statically with its symbols hidden (--exclude-libs):
+# the traced program may use its own, different SQLite (Python's sqlite3),
+# and neither must see the other's.
+
+PRELOAD_CORE_SRC  := $(wildcard preload/core/*.c)
+PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_process.c
+PRELOAD_SRC       := $(PRELOAD_CORE_SRC) $(PRELOAD_HOOK_SRC)
+PRELOAD_CFLAGS     = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -isystem $(CUDA_INC)
+PRELOAD_LDLIBS    := $(SQLITE_A) -ldl -lpthread -lm
+
+PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
+
+$(BUILD)/obj/preload/%.o: preload/%.c
+	@mkdir -p $(@D)
+	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libcutrace.so: $(PRELOAD_OBJ)
+	$(CC) -shared -o $@ $^ -Wl,-z,defs -Wl,--exclude-libs,ALL -Wl,-soname,libcutrace.so $(PRELOAD_LDLIBS)
+
+all: $(BUILD)/libcutrace.so
+
+-include $(PRELOAD_OBJ:.o=.d)

@@ -1,0 +1,63 @@
+/*
+ * scenarios.h - canned traces with known answers, shared by the summary,
+ * trace and bad-input suites. Each writes one complete trace file into dir
+ * and returns its path (malloc'd); the constants are what a correct summary
+ * must report for it.
+ */
+#ifndef CUTRACE_TESTS_SCENARIOS_H
+#define CUTRACE_TESTS_SCENARIOS_H
+
+#include <stdint.h>
+
+#define MiB (1ll << 20)
+#define GiB (1ll << 30)
+
+/*
+ * One process (pid 4242) on one H100 (device 0):
+ *   seq 1  cudaSetDevice (no device current yet: device -1)
+ *   seq 2  cudaMalloc A 1 MiB            live 1 MiB
+ *   seq 3  cudaMalloc B 2 MiB            live 3 MiB
+ *   seq 4  cudaMalloc 100 GiB fails with 2 (cudaErrorMemoryAllocation)
+ *   seq 5  cudaFree A                    live 2 MiB (waited 5 us for the ring)
+ *   seq 6  cudaMemGetInfo free 70 GiB of 80 GiB: used 10 GiB, traced 2 MiB
+ *   seq 7  cudaMalloc C 4 MiB            live 6 MiB = the peak
+ *   seq 8  cudaMallocHost H 8 MiB        (host, not GPU memory)
+ *   seq 9  cudaFree C                    live 2 MiB
+ *   seq 10 cudaFree of an unknown pointer fails with 1 (cudaErrorInvalidValue)
+ *   seq 11 cudaIpcOpenMemHandle I 16 MiB (a peer's memory)
+ *   seq 12 cudaMallocManaged M 1 MiB, which calls
+ *   seq 13   cudaMalloc 1 MiB nested (depth 1): the same memory, counted once
+ */
+#define NORMAL_PID          4242
+#define NORMAL_START_WALL   1736071872345000000ll /* 2025-01-05T10:11:12.345Z */
+#define NORMAL_START_MONO   1000000000ll
+#define NORMAL_UUID         "GPU-11111111-2222-3333-4444-555555555555"
+#define NORMAL_CALLS        13
+#define NORMAL_FAILED       2
+#define NORMAL_PEAK         (6 * MiB)
+#define NORMAL_PEAK_SEQ     7
+#define NORMAL_LIVE_DEVICE  (2 * MiB)
+#define NORMAL_MEMINFO_USED (10 * GiB)
+#define NORMAL_UNEXPLAINED  (10 * GiB - 2 * MiB)
+char *scenario_normal(const char *dir);
+
+/*
+ * Pointer reuse: P allocated (1 MiB), handed out again without a free
+ * (2 MiB, ends the first implicitly), then freed; a host allocation at the
+ * same address as a device one is not ended by cudaFree. Device: 2 allocs,
+ * 3 MiB allocated, 2 frees, 3 MiB freed, 0 live, peak 2 MiB at seq 2.
+ */
+char *scenario_pointer_reuse(const char *dir);
+
+/*
+ * Two processes on one GPU uuid: pid 100 allocates 1 GiB and keeps it
+ * ('running'); pid 200 starts 10 ms later, allocates 2 GiB and calls
+ * cudaMemGetInfo last (free 75 GiB of 80 GiB: used 5 GiB). Directory-wide:
+ * traced live 3 GiB, unexplained 2 GiB. With first_exits, pid 100 exits
+ * before that moment and its gigabyte no longer counts (unexplained 3 GiB).
+ */
+char *scenario_shared_gpu_first(const char *dir, int first_exits);
+char *scenario_shared_gpu_second(const char *dir);
+#define SHARED_UUID "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+#endif

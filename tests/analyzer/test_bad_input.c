@@ -1,0 +1,332 @@
+/*
+ * test_bad_input.c - every way a trace directory or file can be unusable:
+ * each must end `cutrace summary` with exit 1, an empty stdout and exactly
+ * one stderr line naming the file and the problem; damaged copies of a
+ * valid trace must never crash the analyzer.
+ */
+#include "scenarios.h"
+#include "test_support.h"
+#include "trace_fixture.h"
+
+#include "cutrace/format.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static struct proc_result summary_of(const char *path, bool json)
+{
+    const char *args[] = {"summary", path, json ? "--json" : NULL, NULL};
+    return run_cutrace(args, NULL);
+}
+
+/* Both output modes must fail the same way. */
+static void expect_error(const char *path, const char *needle, const char *needle2)
+{
+    for (int json = 0; json <= 1; json++) {
+        struct proc_result r = summary_of(path, json);
+        assert_one_line_error(&r, needle, needle2);
+        proc_result_free(&r);
+    }
+}
+
+static char *join(const char *dir, const char *name)
+{
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+    return path;
+}
+
+START_TEST(test_missing_directory)
+{
+    char *dir = scratch_dir();
+    char *missing = join(dir, "nope");
+    expect_error(missing, missing, "no such file or directory");
+    free(missing);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_not_a_directory)
+{
+    expect_error("/dev/null", "/dev/null", "not a directory");
+}
+END_TEST
+
+START_TEST(test_directory_without_traces)
+{
+    char *dir = scratch_dir();
+    expect_error(dir, dir, "no cutrace traces");
+    /* Crash buffers and SQLite side files are not traces. */
+    char *ring = join(dir, "h-1-2.ring"), *wal = join(dir, "h-1-2.db-wal");
+    write_file(ring, "x", 1);
+    write_file(wal, "x", 1);
+    expect_error(dir, dir, "no cutrace traces");
+    free(ring);
+    free(wal);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_empty_file)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    write_file(path, "", 0);
+    expect_error(dir, "h-1-2.db", "empty file");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_not_sqlite)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    write_file(path, "hello, I am a text file and not a database at all\n", 50);
+    expect_error(dir, "h-1-2.db", "not an SQLite database");
+    write_file(path, "SQLite", 6); /* shorter than the magic */
+    expect_error(dir, "h-1-2.db", "not an SQLite database");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+static void make_foreign_db(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+START_TEST(test_sqlite_but_not_cutrace)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    make_foreign_db(path, "CREATE TABLE songs(title TEXT); INSERT INTO songs VALUES ('x')");
+    expect_error(dir, "h-1-2.db", "not a cutrace trace");
+    remove(path);
+    make_foreign_db(path, "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+                          "INSERT INTO meta VALUES ('schema', 'otherapp')");
+    expect_error(dir, "h-1-2.db", "not a cutrace trace (meta schema is 'otherapp'");
+    remove(path);
+    make_foreign_db(path, "CREATE TABLE meta(key TEXT PRIMARY KEY, value)");
+    expect_error(dir, "h-1-2.db", "not a cutrace trace (meta has no 'schema' entry)");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_newer_format)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_meta_int(f, "format_version", CT_FORMAT_VERSION + 1);
+    fixture_close(f);
+    char expected[128];
+    snprintf(expected, sizeof(expected),
+             "written by a newer cutrace (format %d, this build reads up to %d)",
+             CT_FORMAT_VERSION + 1, CT_FORMAT_VERSION);
+    expect_error(dir, "h-1-2.db", expected);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_bad_format_version)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_meta(f, "format_version", "one");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "invalid format_version 'one'");
+    remove(path);
+    /* The digits of a version stored as text are accepted. */
+    f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_meta(f, "format_version", "1");
+    fixture_close(f);
+    const char *args[] = {"summary", path, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "%.1500s", r.err);
+    proc_result_free(&r);
+    remove(path);
+    f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_exec(f, "DELETE FROM meta WHERE key = 'format_version'");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "no 'format_version' entry");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_missing_table_view_or_column)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "h-1-2.db");
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_exec(f, "DROP VIEW ipc");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "no table or view 'ipc'");
+    remove(path);
+
+    f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_exec(f, "DROP VIEW calls; CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns,"
+                    " e.tid, a.name AS api, a.layer, e.device, e.ptr, e.size, e.result,"
+                    " (e.depth > 0) AS nested, e.parent_seq FROM events e"
+                    " JOIN apis a ON a.api_id = e.api_id");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "'calls' has no column 'wait_ns'");
+    remove(path);
+
+    f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_exec(f, "ALTER TABLE devices DROP COLUMN pci_bus_id");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "'devices' has no column 'pci_bus_id'");
+    remove(path);
+
+    /* A view whose table is gone fails when compiled, by name. */
+    f = fixture_create(path, FIXTURE_DEFAULT);
+    fixture_exec(f, "PRAGMA legacy_alter_table = ON; ALTER TABLE apis RENAME TO apis_old;"
+                    " CREATE TABLE apis(api_id INTEGER PRIMARY KEY, name TEXT, layer TEXT,"
+                    " role TEXT, space TEXT, kind TEXT); DROP TABLE events;"
+                    " CREATE TABLE events(seq INTEGER PRIMARY KEY)");
+    fixture_close(f);
+    expect_error(dir, "h-1-2.db", "incomplete cutrace trace");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_bad_file_among_good_ones)
+{
+    char *dir = scratch_dir();
+    char *good = scenario_normal(dir);
+    char *bad = join(dir, "zzz-1-1.db");
+    write_file(bad, "garbage garbage garbage garbage", 31);
+    expect_error(dir, "zzz-1-1.db", "not an SQLite database");
+    free(good);
+    free(bad);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* A damaged copy of a valid trace, alone in its own directory. */
+static char *damaged_copy(const char *dir, const char *good, const char *case_name)
+{
+    char *sub = join(dir, case_name);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    char *copy = join(sub, "copy.db");
+    copy_file(good, copy);
+    free(copy);
+    return sub;
+}
+
+START_TEST(test_corrupt_database)
+{
+    char *dir = scratch_dir();
+    char *good = scenario_normal(dir);
+    size_t size = file_size(good);
+
+    /* A valid header, garbage everywhere after it. */
+    char *sub = damaged_copy(dir, good, "garbage");
+    char *garbage = malloc(size);
+    ck_assert_ptr_nonnull(garbage);
+    for (size_t i = 0; i < size; i++)
+        garbage[i] = (char)(i * 131 + 7);
+    memcpy(garbage, "SQLite format 3", 16);
+    char *copy = join(sub, "copy.db");
+    write_file(copy, garbage, size);
+    expect_error(sub, "copy.db", NULL);
+    free(copy);
+    free(garbage);
+    free(sub);
+
+    /* Truncated to its first page, and to half. */
+    size_t sizes[] = {4096, size / 2};
+    const char *names[] = {"first-page", "half"};
+    for (int i = 0; i < 2; i++) {
+        sub = damaged_copy(dir, good, names[i]);
+        copy = join(sub, "copy.db");
+        truncate_file(copy, sizes[i]);
+        expect_error(sub, "copy.db", "corrupt or truncated");
+        free(copy);
+        free(sub);
+    }
+    free(good);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_bit_flips_never_crash)
+{
+    char *dir = scratch_dir();
+    char *sub = join(dir, "t");
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    char *good = scenario_normal(dir);
+    size_t size = file_size(good);
+    char *copy = join(sub, "flip.db");
+    int failures = 0, successes = 0;
+    /* A deterministic spread of positions, denser in the header and the
+     * schema page where damage matters most. */
+    for (size_t i = 0; i < 96; i++) {
+        size_t byte = i < 32 ? i * 4 : i < 48 ? 100 + (i - 32) * 240 : (i * 2654435761u) % size;
+        copy_file(good, copy);
+        flip_bit(copy, byte, (int)(i % 8));
+        struct proc_result r = summary_of(sub, (i % 2) == 1);
+        ck_assert_msg(!r.signaled, "byte %zu: killed by signal %d", byte, r.status - 128);
+        if (r.status == 0) {
+            successes++;
+            ck_assert_msg(r.out_len > 0 && r.err_len == 0, "byte %zu: %s", byte, r.err);
+            if (i % 2)
+                ck_assert_msg(json_valid(r.out), "byte %zu: invalid JSON", byte);
+        } else {
+            failures++;
+            assert_one_line_error(&r, "flip.db", NULL);
+        }
+        proc_result_free(&r);
+    }
+    ck_assert_int_gt(failures, 0);
+    ck_assert_int_gt(successes, 0);
+    free(copy);
+    free(good);
+    free(sub);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_single_bad_file_argument)
+{
+    char *dir = scratch_dir();
+    char *path = join(dir, "notes.txt");
+    write_file(path, "just notes\n", 11);
+    expect_error(path, "notes.txt", "not an SQLite database");
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+Suite *bad_input_suite(void)
+{
+    Suite *s = suite_create("bad_input");
+    TCase *tc = tcase_create("bad_input");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_missing_directory);
+    tcase_add_test(tc, test_not_a_directory);
+    tcase_add_test(tc, test_directory_without_traces);
+    tcase_add_test(tc, test_empty_file);
+    tcase_add_test(tc, test_not_sqlite);
+    tcase_add_test(tc, test_sqlite_but_not_cutrace);
+    tcase_add_test(tc, test_newer_format);
+    tcase_add_test(tc, test_bad_format_version);
+    tcase_add_test(tc, test_missing_table_view_or_column);
+    tcase_add_test(tc, test_bad_file_among_good_ones);
+    tcase_add_test(tc, test_corrupt_database);
+    tcase_add_test(tc, test_bit_flips_never_crash);
+    tcase_add_test(tc, test_single_bad_file_argument);
+    suite_add_tcase(s, tc);
+    return s;
+}

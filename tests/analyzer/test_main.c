@@ -1,0 +1,24 @@
+/*
+ * test_main.c - runs every analyzer test suite with Check and exits non-zero
+ * if any test failed. Suites that run the `cutrace` binary find it through
+ * $CUTRACE_BIN (see analyzer/analyzer.mk).
+ */
+#include "test_support.h"
+
+#include <stdlib.h>
+
+int main(void)
+{
+    SRunner *runner = srunner_create(units_suite());
+    srunner_add_suite(runner, json_suite());
+    srunner_add_suite(runner, table_suite());
+    srunner_add_suite(runner, errnames_suite());
+    srunner_add_suite(runner, trace_suite());
+    srunner_add_suite(runner, summary_suite());
+    srunner_add_suite(runner, bad_input_suite());
+    srunner_add_suite(runner, run_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

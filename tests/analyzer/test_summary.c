@@ -1,0 +1,484 @@
+/*
+ * test_summary.c - `cutrace summary` end to end: the built binary runs on
+ * canned traces (scenarios.h) and its text and JSON must carry the known
+ * answers; plus the CLI's option and help conventions.
+ */
+#include "scenarios.h"
+#include "test_support.h"
+#include "trace_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct proc_result summary(const char *path, bool json)
+{
+    const char *args[] = {"summary", path, json ? "--json" : NULL, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "exit %d; stderr:\n%.1500s", r.status, r.err);
+    ck_assert_msg(r.err_len == 0, "stderr not empty:\n%.1500s", r.err);
+    if (json)
+        ck_assert_msg(json_valid(r.out), "invalid JSON:\n%.1500s", r.out);
+    return r;
+}
+
+/* The JSON without whitespace outside strings, so tests can look for exact
+ * fragments regardless of indentation. */
+static char *compact(const char *json)
+{
+    char *out = malloc(strlen(json) + 1), *o = out;
+    ck_assert_ptr_nonnull(out);
+    bool in_string = false;
+    for (const char *p = json; *p; p++) {
+        if (in_string) {
+            *o++ = *p;
+            if (*p == '\\' && p[1])
+                *o++ = *++p;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+            *o++ = *p;
+        } else if (*p != ' ' && *p != '\n') {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+#define assert_contains(haystack, needle)                                                          \
+    ck_assert_msg(strstr((haystack), (needle)) != NULL, "missing:\n%s\nin:\n%.2000s", (needle),    \
+                  (haystack))
+
+/* The text with runs of blanks squeezed to one, so tests can check a table
+ * row's cells without depending on column widths. */
+static char *squeeze(const char *text)
+{
+    char *out = malloc(strlen(text) + 1), *o = out;
+    ck_assert_ptr_nonnull(out);
+    for (const char *p = text; *p; p++)
+        if (!(*p == ' ' && o > out && o[-1] == ' '))
+            *o++ = *p;
+    *o = '\0';
+    return out;
+}
+
+static void assert_width(const char *text, size_t limit)
+{
+    size_t width = 0, line = 1;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n') {
+            width = 0;
+            line++;
+        } else if ((*p & 0xc0) != 0x80) {
+            ck_assert_msg(++width <= limit, "line %zu is wider than %zu columns:\n%.1500s", line,
+                          limit, text);
+        }
+    }
+}
+
+START_TEST(test_normal_text)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_normal(dir);
+    struct proc_result r = summary(dir, false);
+    assert_width(r.out, 120);
+    char *out = squeeze(r.out);
+    assert_contains(out, ": 1 process\n");
+    assert_contains(out, "\nProcess 4242 (parent 1) on node1\n");
+    assert_contains(out, " command python3 -m sglang.launch_server --model-path llama\n");
+    assert_contains(out,
+                    " started 2025-01-05T10:11:12.345Z; calls span 12.1 us (first at +1.00 us)\n");
+    assert_contains(out, " ended exited normally (exit)\n");
+    assert_contains(out, " cuda runtime 12.8, driver 12.9\n");
+    assert_contains(out, " calls 13 (2 failed, 1 nested)\n");
+    assert_contains(out, " waited 5.00 us in 1 calls waiting for the tracer's buffer\n");
+    assert_contains(out, " env CUDA_VISIBLE_DEVICES=0\n");
+    assert_contains(out, " 0 " NORMAL_UUID " NVIDIA H100 80GB HBM3 80.00 GiB 0000:18:00.0\n");
+    assert_contains(out, "\n Calls with no current device\n");
+    assert_contains(out, " cudaSetDevice runtime 1 0 0 100 ns\n");
+    assert_contains(out, "\n Device 0 (NVIDIA H100 80GB HBM3, " NORMAL_UUID ")\n");
+    /* calls, failed, nested, bytes of successful calls, host time */
+    assert_contains(out, " cudaMalloc runtime 5 1 1 8.00 MiB 450 ns\n");
+    assert_contains(out, " cudaFree runtime 3 1 0 300 ns\n");
+    assert_contains(out, " cudaIpcOpenMemHandle runtime 1 0 0 16.00 MiB 100 ns\n");
+    /* allocs, allocated, frees, freed, live at end, peak, when */
+    assert_contains(out, " device 3 7.00 MiB 2 5.00 MiB 2.00 MiB 6.00 MiB seq 7 (+7.00 us)\n");
+    assert_contains(out, " managed 1 1.00 MiB 0 0 B 1.00 MiB 1.00 MiB seq 12 (+12.0 us)\n");
+    assert_contains(out, " host (pinned) 1 8.00 MiB 0 0 B 8.00 MiB 8.00 MiB seq 8 (+8.00 us)\n");
+    assert_contains(out, " ipc (peer's) 1 16.00 MiB 0 0 B 16.00 MiB 16.00 MiB seq 11 (+11.0 us)\n");
+    assert_contains(out, " last cudaMemGetInfo: seq 6 at +6.00 us: free 70.00 GiB of 80.00 GiB, "
+                         "used 10.00 GiB\n");
+    assert_contains(out, " traced live device+managed then: 2.00 MiB; unexplained: 10.00 GiB\n");
+    assert_contains(out, " failed calls: 2\n");
+    assert_contains(out, " 4 +4.00 us cudaMalloc 2 cudaErrorMemoryAllocation 100.00 GiB\n");
+    assert_contains(out, " 10 +10.0 us cudaFree 1 cudaErrorInvalidValue 0 B\n");
+    assert_contains(out, "\nAll traces: 1 process, 1 GPU by uuid, 13 calls, 2 failed\n");
+    assert_contains(out,
+                    " " NORMAL_UUID " NVIDIA H100 80GB HBM3 4242 10.00 GiB 2.00 MiB 10.00 GiB\n");
+    ck_assert_ptr_null(strstr(out, "without a recorded uuid"));
+    free(out);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_normal_json)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_normal(dir);
+    struct proc_result r = summary(dir, true);
+    char *j = compact(r.out);
+    assert_contains(j, "{\"cutrace_version\":\"" CUTRACE_VERSION "\",\"report\":\"summary\"");
+    assert_contains(j, "\"pid\":4242,\"ppid\":1,\"host\":\"node1\"");
+    assert_contains(j, "\"cuda_runtime_version\":12080,\"cuda_driver_version\":12090");
+    assert_contains(j, "\"start_wall_ns\":1736071872345000000,"
+                       "\"start_time\":\"2025-01-05T10:11:12.345000000Z\"");
+    assert_contains(j, "\"calls\":13,\"failed_calls\":2,\"nested_calls\":1,\"wait_ns\":5000,"
+                       "\"waited_calls\":1");
+    assert_contains(j, "\"env\":{\"CUDA_VISIBLE_DEVICES\":\"0\"}");
+    assert_contains(j, "{\"api\":\"cudaMalloc\",\"layer\":\"runtime\",\"role\":\"alloc\","
+                       "\"calls\":5,\"failed\":1,\"nested\":1,\"bytes\":8388608,\"dur_ns\":450}");
+    assert_contains(j, "{\"api\":\"cudaFree\",\"layer\":\"runtime\",\"role\":\"free\","
+                       "\"calls\":3,\"failed\":1,\"nested\":0,\"bytes\":null,\"dur_ns\":300}");
+    assert_contains(j, "\"device\":{\"allocs\":3,\"allocated_bytes\":7340032,\"frees\":2,"
+                       "\"freed_bytes\":5242880,\"live_allocs\":1,\"live_bytes\":2097152,"
+                       "\"peak_bytes\":6291456,\"peak_seq\":7,\"peak_at_ns\":7000}");
+    assert_contains(j, "\"managed\":{\"allocs\":1,\"allocated_bytes\":1048576,\"frees\":0,"
+                       "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":1048576");
+    assert_contains(j, "\"host\":{\"allocs\":1,\"allocated_bytes\":8388608,\"frees\":0,"
+                       "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":8388608");
+    assert_contains(j, "\"ipc\":{\"allocs\":1,\"allocated_bytes\":16777216,\"frees\":0,"
+                       "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":16777216");
+    assert_contains(j, "\"meminfo\":{\"seq\":6,\"at_ns\":6000,\"free_bytes\":75161927680,"
+                       "\"total_bytes\":85899345920,\"used_bytes\":10737418240,"
+                       "\"traced_live_bytes\":2097152,\"unexplained_bytes\":10735321088}");
+    assert_contains(j, "{\"seq\":4,\"at_ns\":4000,\"api\":\"cudaMalloc\",\"layer\":\"runtime\","
+                       "\"result\":2,\"result_name\":\"cudaErrorMemoryAllocation\","
+                       "\"size\":107374182400,\"ptr\":\"0x0\",\"device\":0}");
+    assert_contains(j, "{\"seq\":10,\"at_ns\":10000,\"api\":\"cudaFree\",\"layer\":\"runtime\","
+                       "\"result\":1,\"result_name\":\"cudaErrorInvalidValue\",\"size\":0,"
+                       "\"ptr\":\"0xdead\",\"device\":0}");
+    assert_contains(j, "{\"device\":-1,\"uuid\":null");
+    assert_contains(j, "\"gpus\":[{\"uuid\":\"" NORMAL_UUID "\",\"name\":\"NVIDIA H100 80GB HBM3\","
+                       "\"pids\":[4242],\"meminfo\":{\"pid\":4242");
+    assert_contains(j, "\"totals\":{\"processes\":1,\"gpus\":1,\"devices_without_uuid\":0,"
+                       "\"calls\":13,\"failed_calls\":2}");
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_output_is_deterministic)
+{
+    char *dir = scratch_dir();
+    char *a = scenario_shared_gpu_first(dir, 0);
+    char *b = scenario_shared_gpu_second(dir);
+    for (int json = 0; json <= 1; json++) {
+        struct proc_result r1 = summary(dir, json), r2 = summary(dir, json);
+        ck_assert_uint_eq(r1.out_len, r2.out_len);
+        ck_assert_mem_eq(r1.out, r2.out, r1.out_len);
+        proc_result_free(&r1);
+        proc_result_free(&r2);
+    }
+    free(a);
+    free(b);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_pointer_reuse)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_pointer_reuse(dir);
+    struct proc_result r = summary(path, true);
+    char *j = compact(r.out);
+    /* The second cudaMalloc at the same address ends the first: the peak is
+     * 2 MiB, not 3 MiB, and nothing is left live. */
+    assert_contains(j, "\"device\":{\"allocs\":2,\"allocated_bytes\":3145728,\"frees\":2,"
+                       "\"freed_bytes\":3145728,\"live_allocs\":0,\"live_bytes\":0,"
+                       "\"peak_bytes\":2097152,\"peak_seq\":2,");
+    /* cudaFree of that address does not end the host allocation. */
+    assert_contains(j, "\"host\":{\"allocs\":1,\"allocated_bytes\":4194304,\"frees\":0,"
+                       "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":4194304");
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+static void check_shared_gpu(int first_exits)
+{
+    char *dir = scratch_dir();
+    char *a = scenario_shared_gpu_first(dir, first_exits);
+    char *b = scenario_shared_gpu_second(dir);
+    struct proc_result r = summary(dir, true);
+    char *j = compact(r.out);
+    const char *expected = first_exits
+                               ? "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
+                                 "\"unexplained_bytes\":3221225472}"
+                               : "\"used_bytes\":5368709120,\"traced_live_bytes\":3221225472,"
+                                 "\"unexplained_bytes\":2147483648}";
+    char *gpu = strstr(j, "\"gpus\":[");
+    ck_assert_ptr_nonnull(gpu);
+    assert_contains(gpu, "{\"uuid\":\"" SHARED_UUID "\",\"name\":\"NVIDIA A100-SXM4-80GB\","
+                         "\"pids\":[100,200],\"meminfo\":{\"pid\":200,");
+    assert_contains(gpu, expected);
+    /* Each process's own view: pid 200 alone explains 2 of its 5 GiB. */
+    assert_contains(j, "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
+                       "\"unexplained_bytes\":3221225472}");
+    /* Processes in start order. */
+    ck_assert_ptr_nonnull(strstr(j, "\"pid\":100,"));
+    ck_assert(strstr(j, "\"pid\":100,") < strstr(j, "\"pid\":200,"));
+    free(j);
+    proc_result_free(&r);
+
+    r = summary(dir, false);
+    assert_contains(r.out, "All traces: 2 processes, 1 GPU by uuid");
+    assert_contains(r.out, "1 other traced process on this GPU");
+    assert_contains(r.out, SHARED_UUID);
+    assert_contains(r.out, "100,200");
+    assert_width(r.out, 120);
+    proc_result_free(&r);
+    free(a);
+    free(b);
+    scratch_remove(dir);
+}
+
+START_TEST(test_shared_gpu_sums_processes)
+{
+    check_shared_gpu(0);
+}
+END_TEST
+
+START_TEST(test_shared_gpu_skips_exited_process)
+{
+    check_shared_gpu(1);
+}
+END_TEST
+
+START_TEST(test_many_failed_calls)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "node1", 5, 5);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    for (int i = 0; i < 25; i++)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0, (int64_t)(i + 1) * GiB, 2);
+    fixture_close(f);
+    struct proc_result r = summary(dir, false);
+    assert_contains(r.out, "failed calls: 25");
+    assert_contains(r.out, "... and 5 more (all of them with --json)");
+    ck_assert_ptr_null(strstr(r.out, "25.00 GiB")); /* the 25th is not listed */
+    proc_result_free(&r);
+    r = summary(dir, true);
+    char *j = compact(r.out);
+    assert_contains(j, "\"size\":26843545600"); /* ... but it is in JSON */
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_trace_without_process_row_or_events)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "gpu-host-7", 31337, 1700000000000000000ll);
+    fixture_close(fixture_create(path, FIXTURE_DEFAULT));
+    struct proc_result r = summary(dir, false);
+    /* Identity recovered from the file name. */
+    assert_contains(r.out, "Process 31337 on gpu-host-7");
+    assert_contains(r.out, "2023-11-14T22:13:20.000Z; no calls recorded");
+    proc_result_free(&r);
+    r = summary(dir, true);
+    char *j = compact(r.out);
+    assert_contains(j, "\"pid\":31337,\"ppid\":null,\"host\":\"gpu-host-7\",\"cmdline\":null");
+    assert_contains(j, "\"span_ns\":null");
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_hostile_strings)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "node1", 66, 66);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    char longcmd[600];
+    memset(longcmd, 'x', sizeof(longcmd) - 1);
+    longcmd[sizeof(longcmd) - 1] = '\0';
+    const char *evil = "evil \x1b[2J\x1b]0;title\x07 \xff\xfe \"q\" \\ ";
+    memcpy(longcmd, evil, strlen(evil));
+    struct fixture_process p = {.pid = 66,
+                                .host = "h\x1b[31m",
+                                .cmdline = longcmd,
+                                .start_wall_ns = 66,
+                                .start_mono_ns = 1000};
+    fixture_process(f, &p);
+    fixture_device(f, 0, "GPU-\n\"weird\"", "name\twith\ttabs", 1024);
+    fixture_env(f, "A\x1b", "b\nc");
+    fixture_call(f, CT_API_cudaMalloc, 0, 1, 1, 0);
+    fixture_close(f);
+
+    struct proc_result r = summary(dir, false);
+    ck_assert_ptr_null(memchr(r.out, '\x1b', r.out_len));
+    ck_assert_ptr_null(memchr(r.out, '\x07', r.out_len));
+    ck_assert_ptr_null(memchr(r.out, '\t', r.out_len));
+    assert_contains(r.out, "...");
+    assert_width(r.out, 120);
+    proc_result_free(&r);
+    r = summary(dir, true); /* validity is checked by summary() */
+    char *j = compact(r.out);
+    assert_contains(j, "\"host\":\"h\\u001b[31m\"");
+    assert_contains(j, "\"uuid\":\"GPU-\\u000a\\\"weird\\\"\"");
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_nulls_and_negative_values)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "node1", 13, 13);
+    struct fixture *f = fixture_create(path, FIXTURE_NULLABLE);
+    struct fixture_process p = {.pid = 13, .start_wall_ns = 13, .start_mono_ns = 1000};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NULL, NULL, -5);
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x1000, -4096, 0); /* size >= 2^63 */
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x2000, 1 * MiB, 0);
+    fixture_call(f, CT_API_cudaMalloc, 0, -1, INT64_MAX, 0);     /* pointer 0xffff... */
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x3000, INT64_MAX, 0); /* totals saturate */
+    fixture_call(f, CT_API_cudaFree, 0, 0x2000, 0, -7);
+    fixture_meminfo(f, 0, -1, INT64_MIN);
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x4000, 4096, 2);
+    fixture_exec(f, "UPDATE events SET device = NULL, size = NULL, dur_ns = NULL,"
+                    " t_ns = NULL, result = NULL, wait_ns = NULL WHERE seq = 2");
+    fixture_exec(f, "UPDATE events SET ptr = NULL, tid = NULL, depth = NULL, api_id = NULL"
+                    " WHERE seq = 5");
+    fixture_exec(f, "UPDATE events SET dur_ns = -100, wait_ns = -5, t_ns = -9223372036854775807"
+                    " WHERE seq = 1");
+    fixture_exec(f, "UPDATE process SET cmdline = NULL, host = NULL, ppid = NULL,"
+                    " cuda_runtime_version = NULL");
+    fixture_exec(f, "INSERT INTO env(name, value) VALUES ('EMPTY', NULL)");
+    fixture_close(f);
+
+    struct proc_result r = summary(dir, true);
+    char *j = compact(r.out);
+    /* No negative byte counts leak out of garbage (only "unexplained" may be
+     * negative, by definition). */
+    char *p2 = j;
+    while ((p2 = strstr(p2, "_bytes\":-")) != NULL) {
+        ck_assert_msg(p2 - j >= 11 && strncmp(p2 - 11, "unexplained", 11) == 0, "%.1500s", p2);
+        p2++;
+    }
+    assert_contains(j, "\"ptr\":\"0x4000\"");
+    free(j);
+    proc_result_free(&r);
+    r = summary(dir, false);
+    assert_contains(r.out, "Process 13");
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_cli_conventions)
+{
+    const char *version[] = {"--version", NULL};
+    struct proc_result r = run_cutrace(version, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, "cutrace " CUTRACE_VERSION "\n");
+    proc_result_free(&r);
+
+    const char *help[] = {"help", NULL};
+    r = run_cutrace(help, NULL);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, "  summary ");
+    assert_contains(r.out, "  run ");
+    proc_result_free(&r);
+
+    const char *none[] = {NULL};
+    r = run_cutrace(none, NULL);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_uint_eq(r.out_len, 0);
+    proc_result_free(&r);
+
+    const char *sub_help[] = {"summary", "--help", NULL};
+    r = run_cutrace(sub_help, NULL);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, "usage: cutrace summary");
+    char *first = strdup(r.out);
+    proc_result_free(&r);
+    const char *help_sub[] = {"help", "summary", NULL};
+    r = run_cutrace(help_sub, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, first);
+    free(first);
+    proc_result_free(&r);
+
+    /* Usage errors: exit 2, one line on stderr, nothing on stdout. */
+    const char *const *usage_errors[] = {
+        (const char *[]){"bogus", NULL},
+        (const char *[]){"--bogus", NULL},
+        (const char *[]){"help", "bogus", NULL},
+        (const char *[]){"summary", NULL},
+        (const char *[]){"summary", "a", "b", NULL},
+        (const char *[]){"summary", "--bogus", "dir", NULL},
+        (const char *[]){"summary", "-x", "dir", NULL},
+        (const char *[]){"run", NULL},
+        (const char *[]){"run", "-o", NULL},
+        (const char *[]){"run", "--output", NULL},
+    };
+    for (size_t i = 0; i < sizeof(usage_errors) / sizeof(usage_errors[0]); i++) {
+        r = run_cutrace(usage_errors[i], NULL);
+        ck_assert_msg(r.status == 2, "case %zu: exit %d: %.1500s", i, r.status, r.err);
+        ck_assert_msg(r.out_len == 0, "case %zu: stdout: %.1500s", i, r.out);
+        ck_assert_msg(count_lines(r.err) == 1, "case %zu: stderr: %.1500s", i, r.err);
+        proc_result_free(&r);
+    }
+    const char *unknown_long[] = {"summary", "--jsn", "dir", NULL};
+    r = run_cutrace(unknown_long, NULL);
+    assert_contains(r.err, "unknown option '--jsn'");
+    proc_result_free(&r);
+
+    /* Options may follow the directory. */
+    char *dir = scratch_dir();
+    char *path = scenario_pointer_reuse(dir);
+    const char *late_option[] = {"summary", dir, "--json", NULL};
+    r = run_cutrace(late_option, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(json_valid(r.out));
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+Suite *summary_suite(void)
+{
+    Suite *s = suite_create("summary");
+    TCase *tc = tcase_create("summary");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_normal_text);
+    tcase_add_test(tc, test_normal_json);
+    tcase_add_test(tc, test_output_is_deterministic);
+    tcase_add_test(tc, test_pointer_reuse);
+    tcase_add_test(tc, test_shared_gpu_sums_processes);
+    tcase_add_test(tc, test_shared_gpu_skips_exited_process);
+    tcase_add_test(tc, test_many_failed_calls);
+    tcase_add_test(tc, test_trace_without_process_row_or_events);
+    tcase_add_test(tc, test_hostile_strings);
+    tcase_add_test(tc, test_nulls_and_negative_values);
+    tcase_add_test(tc, test_cli_conventions);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,62 @@
+/*
+ * test_support.h - what the analyzer's test suites share: the list of
+ * suites, scratch directories, running the built `cutrace` binary as a
+ * subprocess and capturing its output, file damage helpers and a strict JSON
+ * validator for checking report output.
+ */
+#ifndef CUTRACE_TESTS_TEST_SUPPORT_H
+#define CUTRACE_TESTS_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+Suite *units_suite(void);
+Suite *json_suite(void);
+Suite *table_suite(void);
+Suite *errnames_suite(void);
+Suite *trace_suite(void);
+Suite *summary_suite(void);
+Suite *bad_input_suite(void);
+Suite *run_suite(void);
+
+/* A fresh directory under $TMPDIR (or /tmp), removed by scratch_remove. */
+char *scratch_dir(void);
+void scratch_remove(char *dir);
+
+struct proc_result {
+    int status; /* exit code, or 128+N when killed by signal N */
+    bool signaled;
+    char *out, *err; /* NUL-terminated */
+    size_t out_len, err_len;
+};
+
+/*
+ * Runs `cutrace args...` ($CUTRACE_BIN, default build/cutrace) with the
+ * environment changed by env ("NAME=value" sets, "NAME" unsets; NULL-ended,
+ * may be NULL) and captures stdout and stderr.
+ */
+struct proc_result run_cutrace(const char *const *args, const char *const *env);
+void proc_result_free(struct proc_result *r);
+
+/* Lines in text (a last line without '\n' counts). */
+size_t count_lines(const char *text);
+/* Aborts the test unless: exit 1, empty stdout, exactly one stderr line that
+ * starts with "cutrace: " and contains `needle` (and `needle2` if not NULL). */
+void assert_one_line_error(const struct proc_result *r, const char *needle, const char *needle2);
+
+/* File helpers; each aborts the test on failure. */
+void write_file(const char *path, const void *data, size_t len);
+void copy_file(const char *from, const char *to);
+size_t file_size(const char *path);
+void truncate_file(const char *path, size_t size);
+void flip_bit(const char *path, size_t byte, int bit);
+
+/* True when text is one complete, valid JSON document (RFC 8259). */
+bool json_valid(const char *text);
+
+/* The path of the dummy libcutrace.so ($CUTRACE_TEST_LIB). */
+const char *dummy_library(void);
+
+#endif

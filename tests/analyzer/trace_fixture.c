@@ -1,0 +1,289 @@
+/*
+ * trace_fixture.c - writes synthetic trace files the way libcutrace does,
+ * for the analyzer's tests (see trace_fixture.h).
+ */
+#include "trace_fixture.h"
+
+#include "cutrace/format.h"
+#include "cutrace/schema.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_SPACING_NS 1000
+
+struct fixture {
+    sqlite3 *db;
+    char *path;
+    int64_t next_seq;
+    int64_t next_t_ns;
+    sqlite3_stmt *insert_event;
+};
+
+static void die(struct fixture *f, const char *what)
+{
+    fprintf(stderr, "trace_fixture: %s: %s: %s\n", f->path, what,
+            f->db ? sqlite3_errmsg(f->db) : "no database");
+    abort();
+}
+
+void fixture_exec(struct fixture *f, const char *sql)
+{
+    char *message = NULL;
+    if (sqlite3_exec(f->db, sql, NULL, NULL, &message) != SQLITE_OK) {
+        fprintf(stderr, "trace_fixture: %s: %s\n  in: %s\n", f->path, message, sql);
+        abort();
+    }
+}
+
+static sqlite3_stmt *prepare(struct fixture *f, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(f->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+        die(f, sql);
+    return stmt;
+}
+
+static void run(struct fixture *f, sqlite3_stmt *stmt)
+{
+    if (sqlite3_step(stmt) != SQLITE_DONE)
+        die(f, sqlite3_sql(stmt));
+    sqlite3_finalize(stmt);
+}
+
+/* CT_SCHEMA_SQL without the NOT NULL column constraints (those followed by
+ * ',' or ')'; the views' "IS NOT NULL" tests stay). */
+static char *nullable_schema(void)
+{
+    const char *schema = CT_SCHEMA_SQL;
+    char *copy = malloc(strlen(schema) + 1);
+    if (!copy)
+        abort();
+    char *out = copy;
+    for (const char *p = schema; *p;) {
+        if (strncmp(p, " NOT NULL", 9) == 0 && (p[9] == ',' || p[9] == ')'))
+            p += 9;
+        else
+            *out++ = *p++;
+    }
+    *out = '\0';
+    return copy;
+}
+
+struct fixture *fixture_create(const char *path, unsigned flags)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    if (!f)
+        abort();
+    f->path = strdup(path);
+    f->next_seq = 1;
+    f->next_t_ns = 1000000000;
+    if (sqlite3_open_v2(path, &f->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK)
+        die(f, "open");
+    fixture_exec(f, "PRAGMA journal_mode = WAL");
+    fixture_exec(f, "PRAGMA wal_autocheckpoint = 0");
+    fixture_exec(f, "BEGIN");
+    if (flags & FIXTURE_NULLABLE) {
+        char *schema = nullable_schema();
+        fixture_exec(f, schema);
+        free(schema);
+    } else {
+        fixture_exec(f, CT_SCHEMA_SQL);
+    }
+
+    sqlite3_stmt *api = prepare(f, "INSERT INTO apis(api_id, name, layer, role, space, kind)"
+                                   " VALUES (?, ?, ?, ?, ?, ?)");
+    for (int id = 1; id < CT_API_COUNT; id++) {
+        const struct ct_api_info *info = &ct_api_table[id];
+        sqlite3_bind_int(api, 1, id);
+        sqlite3_bind_text(api, 2, info->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(api, 3, info->layer, -1, SQLITE_STATIC);
+        sqlite3_bind_text(api, 4, info->role, -1, SQLITE_STATIC);
+        sqlite3_bind_text(api, 5, info->space, -1, SQLITE_STATIC);
+        sqlite3_bind_text(api, 6, info->kind, -1, SQLITE_STATIC);
+        if (sqlite3_step(api) != SQLITE_DONE)
+            die(f, "insert api");
+        sqlite3_reset(api);
+    }
+    sqlite3_finalize(api);
+
+    if (!(flags & FIXTURE_NO_META)) {
+        fixture_meta(f, "schema", CT_SCHEMA_NAME);
+        fixture_meta_int(f, "format_version", CT_FORMAT_VERSION);
+        fixture_meta(f, "producer", "libcutrace 0.1.0-test");
+        fixture_meta(f, "end_state", "exit");
+    }
+    f->insert_event = prepare(
+        f, "INSERT INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"
+           " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, caller, stack_id,"
+           " handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)");
+    return f;
+}
+
+void fixture_flush(struct fixture *f)
+{
+    fixture_exec(f, "COMMIT");
+    fixture_exec(f, "BEGIN");
+}
+
+void fixture_close(struct fixture *f)
+{
+    sqlite3_finalize(f->insert_event);
+    fixture_exec(f, "COMMIT");
+    if (sqlite3_wal_checkpoint_v2(f->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) != SQLITE_OK)
+        die(f, "checkpoint");
+    if (sqlite3_close(f->db) != SQLITE_OK)
+        die(f, "close");
+    free(f->path);
+    free(f);
+}
+
+sqlite3 *fixture_db(struct fixture *f)
+{
+    return f->db;
+}
+
+void fixture_meta(struct fixture *f, const char *key, const char *value)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+    sqlite3_bind_text(stmt, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, value, -1, SQLITE_TRANSIENT);
+    run(f, stmt);
+}
+
+void fixture_meta_int(struct fixture *f, const char *key, int64_t value)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)");
+    sqlite3_bind_text(stmt, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 2, value);
+    run(f, stmt);
+}
+
+static void bind_text_or_null(sqlite3_stmt *stmt, int index, const char *text)
+{
+    if (text)
+        sqlite3_bind_text(stmt, index, text, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(stmt, index);
+}
+
+void fixture_process(struct fixture *f, const struct fixture_process *p)
+{
+    sqlite3_stmt *stmt =
+        prepare(f, "INSERT INTO process(pid, ppid, host, cmdline, start_wall_ns, start_mono_ns,"
+                   " cuda_runtime_version, cuda_driver_version, exe, boot_id, uid)"
+                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'boot-test', 1000)");
+    sqlite3_bind_int64(stmt, 1, p->pid);
+    sqlite3_bind_int64(stmt, 2, p->ppid);
+    bind_text_or_null(stmt, 3, p->host);
+    bind_text_or_null(stmt, 4, p->cmdline);
+    sqlite3_bind_int64(stmt, 5, p->start_wall_ns);
+    sqlite3_bind_int64(stmt, 6, p->start_mono_ns);
+    sqlite3_bind_int64(stmt, 7, p->cuda_runtime_version);
+    sqlite3_bind_int64(stmt, 8, p->cuda_driver_version);
+    bind_text_or_null(stmt, 9, p->exe);
+    run(f, stmt);
+    /* Events follow the process start unless a test moves the clock. */
+    if (f->next_seq == 1)
+        f->next_t_ns = p->start_mono_ns + EVENT_SPACING_NS;
+}
+
+void fixture_device(struct fixture *f, int64_t device, const char *uuid, const char *name,
+                    int64_t total_bytes)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT INTO devices(device, uuid, pci_bus_id, name,"
+                                    " total_bytes, first_seq) VALUES (?, ?, ?, ?, ?, 1)");
+    char bus[32];
+    snprintf(bus, sizeof(bus), "0000:%02" PRIx64 ":00.0", (uint64_t)device + 0x18);
+    sqlite3_bind_int64(stmt, 1, device);
+    bind_text_or_null(stmt, 2, uuid);
+    sqlite3_bind_text(stmt, 3, bus, -1, SQLITE_TRANSIENT);
+    bind_text_or_null(stmt, 4, name);
+    sqlite3_bind_int64(stmt, 5, total_bytes);
+    run(f, stmt);
+}
+
+void fixture_env(struct fixture *f, const char *name, const char *value)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT INTO env(name, value) VALUES (?, ?)");
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_TRANSIENT);
+    bind_text_or_null(stmt, 2, value);
+    run(f, stmt);
+}
+
+int64_t fixture_event(struct fixture *f, const struct fixture_event *e)
+{
+    int64_t seq = e->seq ? e->seq : f->next_seq;
+    int64_t t_ns = e->t_ns ? e->t_ns : f->next_t_ns;
+    sqlite3_stmt *s = f->insert_event;
+    sqlite3_bind_int64(s, 1, seq);
+    if (e->parent_seq)
+        sqlite3_bind_int64(s, 2, e->parent_seq);
+    else
+        sqlite3_bind_null(s, 2);
+    sqlite3_bind_int64(s, 3, t_ns);
+    sqlite3_bind_int64(s, 4, e->dur_ns);
+    sqlite3_bind_int64(s, 5, e->wait_ns);
+    sqlite3_bind_int64(s, 6, e->tid ? e->tid : 4242);
+    sqlite3_bind_int64(s, 7, (int64_t)e->api);
+    sqlite3_bind_int64(s, 8, e->device);
+    sqlite3_bind_int64(s, 9, e->result);
+    sqlite3_bind_int64(s, 10, e->depth);
+    sqlite3_bind_int64(s, 11, e->ptr);
+    sqlite3_bind_int64(s, 12, e->size);
+    sqlite3_bind_int64(s, 13, e->flags);
+    sqlite3_bind_int64(s, 14, e->stream);
+    for (int i = 0; i < 4; i++)
+        sqlite3_bind_int64(s, 15 + i, e->arg[i]);
+    if (e->handle)
+        sqlite3_bind_blob(s, 19, e->handle, (int)e->handle_len, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(s, 19);
+    if (sqlite3_step(s) != SQLITE_DONE)
+        die(f, "insert event");
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (seq >= f->next_seq)
+        f->next_seq = seq + 1;
+    if (t_ns + EVENT_SPACING_NS > f->next_t_ns)
+        f->next_t_ns = t_ns + EVENT_SPACING_NS;
+    return seq;
+}
+
+int64_t fixture_call(struct fixture *f, enum ct_api api, int64_t device, int64_t ptr, int64_t size,
+                     int64_t result)
+{
+    struct fixture_event e = {
+        .api = api, .device = device, .ptr = ptr, .size = size, .result = result, .dur_ns = 100};
+    return fixture_event(f, &e);
+}
+
+int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, int64_t total_bytes)
+{
+    struct fixture_event e = {.api = CT_API_cudaMemGetInfo,
+                              .device = device,
+                              .dur_ns = 100,
+                              .arg = {free_bytes, total_bytes}};
+    return fixture_event(f, &e);
+}
+
+int64_t fixture_next_t(const struct fixture *f)
+{
+    return f->next_t_ns;
+}
+
+void fixture_set_clock(struct fixture *f, int64_t next_t_ns)
+{
+    f->next_t_ns = next_t_ns;
+}
+
+char *fixture_trace_path(const char *dir, const char *host, int64_t pid, int64_t start_wall_ns)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s-%" PRId64 "-%" PRId64 ".db", dir, host, pid, start_wall_ns) < 0)
+        abort();
+    return path;
+}

@@ -1,0 +1,79 @@
+/*
+ * trace_fixture.h - builds synthetic trace files for the analyzer's tests.
+ *
+ * A fixture is created exactly as libcutrace creates a trace: CT_SCHEMA_SQL
+ * from include/cutrace/schema.h, the apis table from include/cutrace/apis.h
+ * (api_id = enum ct_api) and the meta keys, in WAL mode. Helpers add process,
+ * device, env and event rows; anything the helpers cannot express (damaged
+ * or foreign files) goes through fixture_exec. Failures abort the test.
+ */
+#ifndef CUTRACE_TESTS_TRACE_FIXTURE_H
+#define CUTRACE_TESTS_TRACE_FIXTURE_H
+
+#include "cutrace/apis.h"
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum fixture_flags {
+    FIXTURE_DEFAULT = 0,
+    FIXTURE_NULLABLE = 1 << 0, /* the schema without NOT NULL, to store NULLs in events */
+    FIXTURE_NO_META = 1 << 1,  /* no meta rows at all */
+};
+
+struct fixture_process {
+    int64_t pid, ppid;
+    const char *host, *cmdline, *exe;
+    int64_t start_wall_ns, start_mono_ns;
+    int64_t cuda_runtime_version, cuda_driver_version;
+};
+
+/* One row of `events`; a zero seq takes the next number and a zero t_ns
+ * puts the event 1 us after the previous one. */
+struct fixture_event {
+    int64_t seq, parent_seq; /* parent_seq 0 is stored as NULL */
+    int64_t t_ns, dur_ns, wait_ns, tid;
+    enum ct_api api;
+    int64_t device, result, depth, ptr, size, flags, stream;
+    int64_t arg[4];
+    const void *handle; /* NULL: no handle */
+    size_t handle_len;
+};
+
+struct fixture;
+
+/* Creates path (which must not exist) with the schema, apis and meta
+ * schema/format_version/producer/end_state('exit'). */
+struct fixture *fixture_create(const char *path, unsigned flags);
+/* Commits, checkpoints and closes: the file is complete afterwards. */
+void fixture_close(struct fixture *f);
+/* Commits what was added so far but keeps the writer open with its data in
+ * the -wal file, like a traced process that is still running. */
+void fixture_flush(struct fixture *f);
+
+sqlite3 *fixture_db(struct fixture *f);
+void fixture_exec(struct fixture *f, const char *sql);
+void fixture_meta(struct fixture *f, const char *key, const char *value);
+void fixture_meta_int(struct fixture *f, const char *key, int64_t value);
+
+void fixture_process(struct fixture *f, const struct fixture_process *p);
+void fixture_device(struct fixture *f, int64_t device, const char *uuid, const char *name,
+                    int64_t total_bytes);
+void fixture_env(struct fixture *f, const char *name, const char *value);
+
+/* Adds an event and returns its seq. */
+int64_t fixture_event(struct fixture *f, const struct fixture_event *e);
+/* Shorthands for the common shapes. */
+int64_t fixture_call(struct fixture *f, enum ct_api api, int64_t device, int64_t ptr, int64_t size,
+                     int64_t result);
+int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, int64_t total_bytes);
+
+/* Monotonic time of the next event and the default spacing (1 us). */
+int64_t fixture_next_t(const struct fixture *f);
+void fixture_set_clock(struct fixture *f, int64_t next_t_ns);
+
+/* "<dir>/<host>-<pid>-<start_wall_ns>.db", malloc'd. */
+char *fixture_trace_path(const char *dir, const char *host, int64_t pid, int64_t start_wall_ns);
+
+#endif

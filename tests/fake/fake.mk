@@ -1,0 +1,88 @@
+# tests/fake/fake.mk - the fake GPU stack: libcuda.so.1, libcudart.so.12 and
+# their own tests (see docs/fakes.md).
+#
+#   make fake-tests   build and run test_fake_stack, plain and under ASan+UBSan
+#
+# Two variants are built from the same sources: $(BUILD)/fake/ (what other
+# tests and the demo run against) and $(BUILD)/asan/fake/ (for sanitizer runs).
+# In each, the libraries, fake_probe and test_fake_stack share one directory,
+# which is how the test finds the probe and the libraries it points children at.
+#
+# Link choices, and why:
+#   libcuda.so.1    soname only, no symbol versions (like the real driver);
+#                   -Bsymbolic so that cuGetProcAddress returns this library's
+#                   functions even when a preloaded tracer defines the same names.
+#   libcudart.so.12 version script: every cuda* symbol carries libcudart.so.12;
+#                   no DT_NEEDED on libcuda (it is dlopen()ed); -z defs so an
+#                   accidental direct cu* reference fails to link.
+
+FAKE_DIR      := tests/fake
+FAKE_OUT      := $(BUILD)/fake
+FAKE_ASAN_OUT := $(BUILD)/asan/fake
+
+FAKE_DRIVER_SRCS  := $(FAKE_DIR)/fake_driver.c $(FAKE_DIR)/fake_state.c \
+                     $(filter-out $(FAKE_DIR)/fake_driver.c,$(wildcard $(FAKE_DIR)/fake_driver_*.c))
+FAKE_RUNTIME_SRCS := $(FAKE_DIR)/fake_runtime.c
+
+FAKE_CFLAGS        = $(ALL_CFLAGS) -fPIC -isystem $(CUDA_INC) -MMD -MP
+FAKE_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+FAKE_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+
+# What other parts of the tree link or run against.
+FAKE_LIBS  := $(FAKE_OUT)/libcuda.so.1 $(FAKE_OUT)/libcudart.so.12 \
+              $(FAKE_OUT)/libcuda.so $(FAKE_OUT)/libcudart.so
+FAKE_PROBE := $(FAKE_OUT)/fake_probe
+FAKE_ASAN_LIBS := $(patsubst $(FAKE_OUT)/%,$(FAKE_ASAN_OUT)/%,$(FAKE_LIBS))
+
+all: $(FAKE_LIBS)
+
+# $(1): output directory, $(2): extra compile and link flags (sanitizers).
+define FAKE_VARIANT
+$(1)/obj:
+	@mkdir -p $$@
+
+$(1)/obj/%.o: $(FAKE_DIR)/%.c | $(1)/obj
+	$$(CC) $$(FAKE_CFLAGS) $(2) $$(FAKE_EXTRA_CFLAGS) -c $$< -o $$@
+
+$(1)/obj/test_fake_stack.o: FAKE_EXTRA_CFLAGS = $$(FAKE_CHECK_CFLAGS)
+
+# Each library also (re)creates its link-time symlink, so a rule that only names
+# libcudart.so.12 as a prerequisite can still link with -lcudart.
+$(1)/libcuda.so.1: $(patsubst $(FAKE_DIR)/%.c,$(1)/obj/%.o,$(FAKE_DRIVER_SRCS))
+	$$(CC) $(2) -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -Wl,-z,defs -o $$@ $$^ -lpthread
+	ln -sf libcuda.so.1 $(1)/libcuda.so
+
+$(1)/libcudart.so.12: $(patsubst $(FAKE_DIR)/%.c,$(1)/obj/%.o,$(FAKE_RUNTIME_SRCS)) \
+                      $(FAKE_DIR)/libcudart.map
+	$$(CC) $(2) -shared -Wl,-soname,libcudart.so.12 -Wl,--version-script=$(FAKE_DIR)/libcudart.map \
+	    -Wl,-Bsymbolic-functions -Wl,-z,defs -o $$@ $$(filter %.o,$$^) -ldl -lpthread
+	ln -sf libcudart.so.12 $(1)/libcudart.so
+
+$(1)/libcuda.so: $(1)/libcuda.so.1
+	ln -sf libcuda.so.1 $$@
+
+$(1)/libcudart.so: $(1)/libcudart.so.12
+	ln -sf libcudart.so.12 $$@
+
+$(1)/fake_probe: $(1)/obj/fake_probe.o $(1)/libcudart.so
+	$$(CC) $(2) -o $$@ $$< -L$(1) -lcudart -ldl
+
+$(1)/test_fake_stack: $(1)/obj/test_fake_stack.o $(1)/libcudart.so
+	$$(CC) $(2) -o $$@ $$< -L$(1) -lcudart $$(FAKE_CHECK_LIBS) -ldl -lpthread
+endef
+
+$(eval $(call FAKE_VARIANT,$(FAKE_OUT),))
+$(eval $(call FAKE_VARIANT,$(FAKE_ASAN_OUT),$(ASAN_FLAGS)))
+
+.PHONY: fake-tests fake-tests-plain fake-tests-asan
+
+fake-tests: fake-tests-plain fake-tests-asan
+
+fake-tests-plain: $(FAKE_LIBS) $(FAKE_PROBE) $(FAKE_OUT)/test_fake_stack
+	LD_LIBRARY_PATH=$(FAKE_OUT) $(FAKE_OUT)/test_fake_stack
+
+fake-tests-asan: $(FAKE_ASAN_LIBS) $(FAKE_ASAN_OUT)/fake_probe $(FAKE_ASAN_OUT)/test_fake_stack
+	LD_LIBRARY_PATH=$(FAKE_ASAN_OUT) ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(FAKE_ASAN_OUT)/test_fake_stack
+
+-include $(wildcard $(FAKE_OUT)/obj/*.d $(FAKE_ASAN_OUT)/obj/*.d)

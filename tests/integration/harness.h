@@ -1,0 +1,56 @@
+/*
+ * harness.h - runs test programs under (or without) libcutrace.so on the fake
+ * GPU stack and inspects the traces they leave.
+ *
+ * Paths come from the environment `make integration-tests` sets:
+ * CUTRACE_TEST_BUILD (the build directory, absolute).
+ */
+#ifndef CUTRACE_HARNESS_H
+#define CUTRACE_HARNESS_H
+
+#include "../support/testsql.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct run {
+    int status; /* exit code, or 128 + signal */
+    char *out;  /* stdout, NUL-terminated */
+    size_t out_len;
+    char *err; /* stderr */
+    size_t err_len;
+};
+
+/* A scratch world: a trace dir and a fake-GPU state file of its own. */
+struct world {
+    char *root;
+    char *trace_dir;
+    char *state;
+    char *cwd; /* working directory for spawned programs */
+    const char *extra_env[8];
+};
+
+void world_init(struct world *w);
+void world_free(struct world *w);
+
+/* build/<rel>, absolute. Static buffer per call slot (up to 8 live). */
+const char *build_path(const char *rel);
+
+/*
+ * Runs argv[0] (absolute) with the fake stack's environment. `traced`
+ * preloads libcutrace.so. Fails the test if it runs over timeout_s.
+ */
+struct run run_prog(struct world *w, bool traced, const char *const argv[], int timeout_s);
+pid_t spawn_prog(struct world *w, bool traced, const char *const argv[]);
+int wait_prog(pid_t pid, int timeout_s);
+void run_free(struct run *r);
+
+/* Trace files (*.db) in the world's trace dir, sorted; returns the count. */
+size_t list_traces(struct world *w, char ***paths);
+void free_list(char **paths, size_t n);
+
+/* Number of non-empty lines in s. */
+size_t count_lines(const char *s);
+
+#endif

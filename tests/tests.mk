@@ -1,0 +1,79 @@
+# tests.mk - the test suites run by `make test`.
+#
+#   unit-tests         preload core (Check), plain, ASan+UBSan, and TSan for
+#                      the concurrent suites (ring, writer)
+#   integration-tests  the real libcutrace.so in programs on the fake GPU stack
+#                      and on the toolkit's real libcudart (no driver)
+#   fake-tests         the fake GPU stack itself (tests/fake/fake.mk)
+#   analyzer-tests     the cutrace CLI (analyzer/analyzer.mk)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
+
+UNIT_CORE := ring store writer envcap procinfo warn thread
+UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c)
+UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
+
+define unit_variant
+# $(1): build dir, $(2): extra flags
+$(1)/unit/%.o: %.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(ALL_CFLAGS) $(2) $$(CHECK_CFLAGS) -MMD -MP -c $$< -o $$@
+
+$(1)/unit_tests: $$(UNIT_SRC:%.c=$(1)/unit/%.o)
+	$$(CC) $(2) -o $$@ $$^ $$(UNIT_LIBS)
+
+-include $$(UNIT_SRC:%.c=$(1)/unit/%.d)
+endef
+
+$(eval $(call unit_variant,$(BUILD)/tests,))
+$(eval $(call unit_variant,$(BUILD)/asan/tests,$(ASAN_FLAGS)))
+$(eval $(call unit_variant,$(BUILD)/tsan/tests,$(TSAN_FLAGS)))
+
+# The hook template is not linked anywhere; compiling it keeps it true to the core.
+hook-template-check:
+	@$(CC) $(PRELOAD_CFLAGS) -fsyntax-only preload/hooks/hook_null.c
+
+unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/unit_tests $(BUILD)/tsan/tests/unit_tests
+	@echo "== unit tests"
+	@$(BUILD)/tests/unit_tests
+	@echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+	@ASAN_OPTIONS=detect_leaks=1 $(BUILD)/asan/tests/unit_tests
+	@echo "== concurrent unit tests under ThreadSanitizer"
+	@CK_RUN_SUITE=ring TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
+	@CK_RUN_SUITE=writer TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
+
+.PHONY: unit-tests integration-tests fake-tests analyzer-tests hook-template-check
+
+# Test programs: linked against the fake runtime exactly as real programs link
+# against libcudart (real_toolkit against the toolkit's own libraries).
+TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda
+TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit
+
+$(BUILD)/progs/%: tests/progs/%.c $(BUILD)/fake/libcudart.so.12
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lpthread
+
+$(BUILD)/progs/real_toolkit: tests/progs/real_toolkit.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(CUDA_HOME)/lib64 -lcudart -lnccl \
+		-Wl,-rpath,$(CUDA_HOME)/lib64
+
+INTEGRATION_SRC := $(wildcard tests/integration/*.c) tests/support/testsql.c
+$(BUILD)/tests/integration/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/integration_tests: $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/integration/%.o)
+	$(CC) -o $@ $^ $(UNIT_LIBS)
+
+-include $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/integration/%.d)
+
+integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD)/tests/integration_tests
+	@echo "== integration tests (libcutrace.so on the fake GPU stack and the real toolkit)"
+	@CUTRACE_TEST_BUILD=$(abspath $(BUILD)) CUTRACE_TEST_SRC=$(abspath .) $(BUILD)/tests/integration_tests
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests integration-tests
+	@echo "== all tests passed"

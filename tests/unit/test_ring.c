@@ -1,0 +1,251 @@
+/*
+ * test_ring.c - the lock-free record ring: order, wrap-around, back-pressure,
+ * recovery scan, and many producers at once.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../preload/core/ring.h"
+#include "suites.h"
+
+static bool alive(void)
+{
+    return true;
+}
+
+static bool dead(void)
+{
+    return false;
+}
+
+static void *make_ring(struct ct_ring *ring, uint64_t capacity)
+{
+    size_t bytes = ct_ring_bytes(capacity);
+    void *mem = calloc(1, bytes);
+    ck_assert_ptr_nonnull(mem);
+    ct_ring_format(mem, capacity, 42, 1, 2, "x.db");
+    ck_assert(ct_ring_attach(ring, mem, bytes));
+    return mem;
+}
+
+static struct ct_record rec_with(uint64_t seq)
+{
+    struct ct_record r;
+    memset(&r, 0, sizeof r);
+    r.seq = seq;
+    r.size = seq * 10;
+    return r;
+}
+
+START_TEST(test_fifo_and_wraparound)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 8);
+    uint64_t cursor = 0;
+    uint64_t next = 1;
+    for (int round = 0; round < 50; round++) {
+        int batch = 1 + round % 8;
+        for (int i = 0; i < batch; i++) {
+            struct ct_record r = rec_with(next + (uint64_t)i);
+            ck_assert_uint_eq(ct_ring_push(&ring, &r, alive), 0);
+        }
+        for (int i = 0; i < batch; i++) {
+            const struct ct_record *got = ct_ring_peek(&ring, &cursor);
+            ck_assert_ptr_nonnull(got);
+            ck_assert_uint_eq(got->seq, next);
+            ck_assert_uint_eq(got->size, next * 10);
+            next++;
+        }
+        ck_assert_ptr_null(ct_ring_peek(&ring, &cursor));
+        ct_ring_release(&ring, cursor);
+        ck_assert_uint_eq(ct_ring_committed(&ring), cursor);
+    }
+    ck_assert_uint_eq(ct_ring_claimed(&ring), next - 1);
+    free(mem);
+}
+END_TEST
+
+static void collect(const struct ct_record *r, void *arg)
+{
+    uint64_t *seen = arg;
+    seen[r->seq] = 1;
+}
+
+START_TEST(test_scan_finds_exactly_unreleased_complete_records)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 16);
+    for (uint64_t s = 1; s <= 12; s++) {
+        struct ct_record r = rec_with(s);
+        ct_ring_push(&ring, &r, alive);
+    }
+    /* The writer consumed and committed the first 5. */
+    uint64_t cursor = 0;
+    for (int i = 0; i < 5; i++)
+        ck_assert_ptr_nonnull(ct_ring_peek(&ring, &cursor));
+    ct_ring_release(&ring, cursor);
+    /* A producer claimed ticket 12 and died half-way through its copy. */
+    uint64_t ticket = __atomic_fetch_add(&ring.hdr->head, 1, __ATOMIC_RELAXED);
+    ring.slots[ticket & ring.mask].rec.seq = 99;
+
+    uint64_t seen[100] = {0};
+    size_t n = ct_ring_scan(&ring, collect, seen);
+    ck_assert_uint_eq(n, 7);
+    for (uint64_t s = 1; s <= 12; s++)
+        ck_assert_uint_eq(seen[s], s > 5);
+    ck_assert_uint_eq(seen[99], 0);
+    free(mem);
+}
+END_TEST
+
+struct pusher {
+    struct ct_ring *ring;
+    uint64_t seq;
+    uint64_t waited;
+};
+
+static void *push_one(void *arg)
+{
+    struct pusher *p = arg;
+    struct ct_record r = rec_with(p->seq);
+    p->waited = ct_ring_push(p->ring, &r, alive);
+    return NULL;
+}
+
+START_TEST(test_full_ring_makes_producer_wait_and_records_wait)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 4);
+    for (uint64_t s = 1; s <= 4; s++) {
+        struct ct_record r = rec_with(s);
+        ct_ring_push(&ring, &r, alive);
+    }
+    struct pusher p = {&ring, 5, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, push_one, &p);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    uint64_t cursor = 0;
+    ck_assert_ptr_nonnull(ct_ring_peek(&ring, &cursor));
+    /* Not yet released: the fifth record must still be waiting. */
+    ck_assert_uint_eq(__atomic_load_n(&p.waited, __ATOMIC_RELAXED), 0);
+    ct_ring_release(&ring, cursor);
+    pthread_join(t, NULL);
+    ck_assert_uint_ge(p.waited, 20 * 1000 * 1000);
+    for (int i = 0; i < 3; i++)
+        ck_assert_ptr_nonnull(ct_ring_peek(&ring, &cursor));
+    const struct ct_record *fifth = ct_ring_peek(&ring, &cursor);
+    ck_assert_ptr_nonnull(fifth);
+    ck_assert_uint_eq(fifth->seq, 5);
+    ck_assert_uint_eq(fifth->wait_ns, p.waited);
+    free(mem);
+}
+END_TEST
+
+START_TEST(test_full_ring_with_dead_writer_drops_instead_of_hanging)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 2);
+    struct ct_record r = rec_with(1);
+    ct_ring_push(&ring, &r, alive);
+    ct_ring_push(&ring, &r, alive);
+    ck_assert_uint_eq(ct_ring_push(&ring, &r, dead), UINT64_MAX);
+    free(mem);
+}
+END_TEST
+
+START_TEST(test_attach_rejects_foreign_memory)
+{
+    struct ct_ring ring;
+    size_t bytes = ct_ring_bytes(8);
+    char *mem = calloc(1, bytes);
+    ck_assert(!ct_ring_attach(&ring, mem, bytes));
+    ct_ring_format(mem, 8, 1, 1, 1, "a.db");
+    ck_assert(ct_ring_attach(&ring, mem, bytes));
+    ck_assert(!ct_ring_attach(&ring, mem, bytes - 1));
+    ((struct ct_ring_header *)mem)->version = CT_RING_VERSION + 1;
+    ck_assert(!ct_ring_attach(&ring, mem, bytes));
+    ((struct ct_ring_header *)mem)->version = CT_RING_VERSION;
+    ((struct ct_ring_header *)mem)->capacity = 6;
+    ck_assert(!ct_ring_attach(&ring, mem, bytes));
+    free(mem);
+}
+END_TEST
+
+enum { PRODUCERS = 32, PER_PRODUCER = 20000 };
+
+struct producer {
+    struct ct_ring *ring;
+    uint64_t *seq_counter;
+    int id;
+};
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    for (uint64_t i = 0; i < PER_PRODUCER; i++) {
+        struct ct_record r;
+        memset(&r, 0, sizeof r);
+        r.seq = __atomic_add_fetch(p->seq_counter, 1, __ATOMIC_RELAXED);
+        r.tid = p->id;
+        r.size = i;
+        ct_ring_push(p->ring, &r, alive);
+    }
+    return NULL;
+}
+
+START_TEST(test_many_producers_lose_nothing_and_keep_thread_order)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 1024);
+    uint64_t seq_counter = 0;
+    pthread_t threads[PRODUCERS];
+    struct producer args[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++) {
+        args[i] = (struct producer){&ring, &seq_counter, i};
+        pthread_create(&threads[i], NULL, produce, &args[i]);
+    }
+    uint64_t next_index[PRODUCERS] = {0};
+    uint64_t last_seq[PRODUCERS] = {0};
+    uint8_t *seen = calloc(PRODUCERS * PER_PRODUCER + 1, 1);
+    uint64_t cursor = 0, total = 0;
+    while (total < (uint64_t)PRODUCERS * PER_PRODUCER) {
+        const struct ct_record *r = ct_ring_peek(&ring, &cursor);
+        if (!r) {
+            ct_ring_release(&ring, cursor);
+            continue;
+        }
+        ck_assert_int_lt(r->tid, PRODUCERS);
+        ck_assert_uint_eq(r->size, next_index[r->tid]);
+        ck_assert_uint_gt(r->seq, last_seq[r->tid]);
+        ck_assert(!seen[r->seq]);
+        seen[r->seq] = 1;
+        next_index[r->tid]++;
+        last_seq[r->tid] = r->seq;
+        total++;
+    }
+    ct_ring_release(&ring, cursor);
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(threads[i], NULL);
+    ck_assert_ptr_null(ct_ring_peek(&ring, &cursor));
+    free(seen);
+    free(mem);
+}
+END_TEST
+
+Suite *ring_suite(void)
+{
+    Suite *s = suite_create("ring");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fifo_and_wraparound);
+    tcase_add_test(tc, test_scan_finds_exactly_unreleased_complete_records);
+    tcase_add_test(tc, test_full_ring_makes_producer_wait_and_records_wait);
+    tcase_add_test(tc, test_full_ring_with_dead_writer_drops_instead_of_hanging);
+    tcase_add_test(tc, test_attach_rejects_foreign_memory);
+    tcase_add_test(tc, test_many_producers_lose_nothing_and_keep_thread_order);
+    suite_add_tcase(s, tc);
+    return s;
+}

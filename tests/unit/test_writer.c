@@ -1,0 +1,247 @@
+/*
+ * test_writer.c - the writer thread: everything pushed is committed, commits
+ * happen without being asked, flush and end state, late records after the
+ * file was closed, device identity once per device, and a writer that cannot
+ * write lets producers go on.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../preload/core/writer.h"
+#include "suites.h"
+#include "testutil.h"
+
+static int describe_calls;
+
+static bool fake_describe(int device, struct ct_device_info *out)
+{
+    __atomic_add_fetch(&describe_calls, 1, __ATOMIC_RELAXED);
+    memset(out, 0, sizeof *out);
+    out->device = device;
+    snprintf(out->uuid, sizeof out->uuid, "GPU-test-%d", device);
+    out->total_bytes = 1000 + (uint64_t)device;
+    return true;
+}
+
+static void fake_versions(int *rt, int *drv)
+{
+    *rt = 12080;
+    *drv = 13000;
+}
+
+struct harness {
+    char *dir;
+    char *db;
+    void *ring_mem;
+    struct ct_ring ring;
+    struct ct_writer *w;
+};
+
+/* In place: the writer keeps a pointer to h->ring. */
+static void start(struct harness *hp, unsigned interval_ms, uint64_t capacity)
+{
+    struct harness h;
+    h.dir = tu_tmpdir();
+    h.db = tu_empty_file(h.dir, "w.db");
+    size_t bytes = ct_ring_bytes(capacity);
+    h.ring_mem = calloc(1, bytes);
+    ct_ring_format(h.ring_mem, capacity, getpid(), 1, 2, "w.db");
+    *hp = h;
+    ck_assert(ct_ring_attach(&hp->ring, hp->ring_mem, bytes));
+    struct ct_writer_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ring = &hp->ring;
+    snprintf(cfg.db_path, sizeof cfg.db_path, "%s", hp->db);
+    cfg.process.pid = getpid();
+    cfg.process.cmdline = strdup("unit test");
+    cfg.probes.describe_device = fake_describe;
+    cfg.probes.versions = fake_versions;
+    cfg.interval_ms = interval_ms;
+    char err[256];
+    hp->w = ct_writer_start(&cfg, err, sizeof err);
+    ck_assert_msg(hp->w != NULL, "%s", err);
+    describe_calls = 0;
+}
+
+static void stop(struct harness *h)
+{
+    ct_writer_stop(h->w);
+    free(h->ring_mem);
+    tsql_rmtree(h->dir);
+    free(h->dir);
+    free(h->db);
+}
+
+static bool alive_true(void)
+{
+    return true;
+}
+
+static void push(struct harness *h, uint64_t seq, int device)
+{
+    struct ct_record r;
+    memset(&r, 0, sizeof r);
+    r.seq = seq;
+    r.api = 1;
+    r.device = device;
+    r.size = seq;
+    ct_ring_push(&h->ring, &r, alive_true);
+}
+
+START_TEST(test_flush_commits_everything_claimed)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    for (uint64_t s = 1; s <= 1000; s++)
+        push(&h, s, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 1000);
+    ck_assert_int_eq(tsql_int(db, "SELECT sum(size) FROM events"), 500500);
+    ck_assert_str_eq(tsql_text(db, "SELECT cmdline FROM process"), "unit test");
+    ck_assert_int_eq(tsql_int(db, "SELECT cuda_runtime_version FROM process"), 12080);
+    ck_assert_uint_eq(ct_writer_committed(h.w), 1000);
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(test_commits_within_interval_without_flush)
+{
+    struct harness h;
+    start(&h, 20, 64);
+    push(&h, 1, 0);
+    struct timespec ts = {0, 150 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 1);
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(test_end_state_closes_file_and_late_records_reopen_it)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    push(&h, 1, 0);
+    ck_assert(ct_writer_flush(h.w, "exit", 5000));
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", h.db);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM meta WHERE key='end_state'"), "exit");
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 1);
+    sqlite3_close(db);
+
+    push(&h, 2, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 2);
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(test_devices_described_once_after_success)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    struct ct_record failed;
+    memset(&failed, 0, sizeof failed);
+    failed.seq = 1;
+    failed.api = 1;
+    failed.device = 2;
+    failed.result = 35;
+    ct_ring_push(&h.ring, &failed, alive_true);
+    push(&h, 2, 0);
+    push(&h, 3, 0);
+    push(&h, 4, 1);
+    push(&h, 5, -1);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    ck_assert_int_eq(describe_calls, 2);
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM devices"), 2);
+    ck_assert_str_eq(tsql_text(db, "SELECT uuid FROM devices WHERE device=1"), "GPU-test-1");
+    ck_assert_int_eq(tsql_int(db, "SELECT first_seq FROM devices WHERE device=0"), 2);
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(test_unwritable_trace_kills_writer_not_program)
+{
+    struct ct_ring ring;
+    size_t bytes = ct_ring_bytes(4);
+    void *mem = calloc(1, bytes);
+    ct_ring_format(mem, 4, 1, 1, 1, "x.db");
+    ct_ring_attach(&ring, mem, bytes);
+    struct ct_writer_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ring = &ring;
+    snprintf(cfg.db_path, sizeof cfg.db_path, "/nonexistent-dir/x.db");
+    char err[256];
+    struct ct_writer *w = ct_writer_start(&cfg, err, sizeof err);
+    ck_assert_ptr_nonnull(w);
+    for (int i = 0; i < 100 && ct_writer_alive(w); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(!ct_writer_alive(w));
+    ck_assert(!ct_writer_flush(w, "exit", 1000));
+    ct_writer_stop(w);
+    free(mem);
+}
+END_TEST
+
+struct producer_arg {
+    struct harness *h;
+    uint64_t *seq;
+};
+
+static void *producer(void *arg)
+{
+    struct producer_arg *a = arg;
+    for (int i = 0; i < 5000; i++)
+        push(a->h, __atomic_add_fetch(a->seq, 1, __ATOMIC_RELAXED), 0);
+    return NULL;
+}
+
+START_TEST(test_concurrent_producers_small_ring)
+{
+    struct harness h;
+    start(&h, 5, 128);
+    uint64_t seq = 0;
+    pthread_t t[8];
+    struct producer_arg a = {&h, &seq};
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, producer, &a);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    ck_assert(ct_writer_flush(h.w, NULL, 10000));
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 40000);
+    ck_assert_int_eq(tsql_int(db, "SELECT max(seq) FROM events"), 40000);
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+Suite *writer_suite(void)
+{
+    Suite *s = suite_create("writer");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_flush_commits_everything_claimed);
+    tcase_add_test(tc, test_commits_within_interval_without_flush);
+    tcase_add_test(tc, test_end_state_closes_file_and_late_records_reopen_it);
+    tcase_add_test(tc, test_devices_described_once_after_success);
+    tcase_add_test(tc, test_unwritable_trace_kills_writer_not_program);
+    tcase_add_test(tc, test_concurrent_producers_small_ring);
+    suite_add_tcase(s, tc);
+    return s;
+}
