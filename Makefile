@@ -5,6 +5,7 @@
 #   make test       unit tests (plain, ASan+UBSan, TSan) and integration tests
 #   make demo       trace the example program on the simulated GPUs
 #   make bench      hot-path cost, printed as ratios against an untraced run
+#   make fuzz       libFuzzer on the trace loader and recovery (FUZZ_SECONDS each; not in CI)
 #   make install PREFIX=/usr/local
 #
 # Each part of the tree owns a fragment (preload/preload.mk, analyzer/analyzer.mk,
@@ -43,6 +44,7 @@ include tests/fake/fake.mk
 include tests/tests.mk
 include examples/examples.mk
 include bench/bench.mk
+include fuzz/fuzz.mk
 
 deps:
 	@scripts/deps.sh

@@ -48,6 +48,37 @@ int cli_usage_error(const char *command, const char *fmt, ...)
 /* The argv of the getopt loop in progress, so that a new loop resets getopt. */
 static char **getopt_argv;
 
+int cli_report_args(int argc, char **argv, const char *usage, const char *operand,
+                    struct cli_report_args *out)
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    out->json = false;
+    out->path = NULL;
+    int c;
+    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        switch (c) {
+        case 'j':
+            out->json = true;
+            break;
+        case 'h':
+            return CLI_EXIT_OK;
+        default:
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error(argv[0], "missing %s", operand);
+    if (argc - optind > 1)
+        return cli_usage_error(argv[0], "one %s expected, got %d arguments", operand,
+                               argc - optind);
+    out->path = argv[optind];
+    return CLI_PARSED;
+}
+
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                const char *usage)
 {
@@ -164,4 +195,12 @@ char *xasprintf(const char *fmt, ...)
     if (n < 0)
         out_of_memory();
     return p;
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+    size_t len = strlen(dir);
+    if (len > 0 && dir[len - 1] == '/')
+        return xasprintf("%s%s", dir, name);
+    return xasprintf("%s/%s", dir, name);
 }

@@ -13,6 +13,7 @@
 #define CUTRACE_ANALYZER_CLI_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -35,6 +36,7 @@ const struct cli_command *cli_find_command(const char *name);
 /* Subcommand entry points: one per file, one line each. */
 int cmd_summary(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_recover(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options
@@ -47,6 +49,20 @@ int cmd_run(int argc, char **argv);
  */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                const char *usage);
+
+/*
+ * The arguments of a plain report: `cutrace NAME [--json] PATH`, parsed with
+ * cli_getopt (options anywhere). Returns CLI_PARSED when the command should
+ * go on, else the exit code it should return (after --help, or a usage error
+ * naming `operand`, e.g. "trace directory").
+ */
+struct cli_report_args {
+    bool json;
+    const char *path;
+};
+#define CLI_PARSED (-1)
+int cli_report_args(int argc, char **argv, const char *usage, const char *operand,
+                    struct cli_report_args *out);
 
 /* "cutrace NAME: message" and a hint to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)
@@ -65,5 +81,8 @@ void *xgrow(void *array, size_t *cap, size_t need, size_t elem);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "dir/name" (no doubled '/' when dir already ends in one), malloc'd. */
+char *cli_path_join(const char *dir, const char *name);
 
 #endif

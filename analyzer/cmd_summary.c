@@ -474,6 +474,15 @@ static int compare_gpu_uuids(const void *a, const void *b)
     return strcmp(((const struct gpu_report *)a)->uuid, ((const struct gpu_report *)b)->uuid);
 }
 
+/* A process that said how it ended: exit, _exit or exec. Not "running" and
+ * not "killed": a killed process died at some unknown moment after its last
+ * recorded call. */
+static bool exited_cleanly(const char *end_state)
+{
+    return end_state && (strcmp(end_state, "exit") == 0 || strcmp(end_state, "_exit") == 0 ||
+                         strcmp(end_state, "exec") == 0);
+}
+
 /* Groups devices by uuid, finds each GPU's latest cudaMemGetInfo (in wall
  * time, the only clock processes share) and arms every process's probe for
  * that moment. */
@@ -526,8 +535,9 @@ static void plan_gpus(struct summary_report *r)
             int64_t at = to_mono(p, g->meminfo_wall_ns);
             /* A process that exited before that moment had its memory
              * released by the driver; one still "running" may have been
-             * killed, but its memory is counted: the trace cannot tell. */
-            bool ended = p->trace->end_state && strcmp(p->trace->end_state, "running") != 0;
+             * killed, and one "killed" died at a moment the trace does not
+             * know, so their memory is counted: the trace cannot tell. */
+            bool ended = exited_cleanly(p->trace->end_state);
             if (ended && p->has_events && at > p->last_end_ns)
                 continue;
             d->gpu_probe = (struct live_probe){.active = true, .by_time = true, .at = at};
@@ -784,6 +794,8 @@ static const char *end_state_text(const char *state)
 {
     if (!state)
         return "unknown (no end_state recorded)";
+    if (strcmp(state, "killed") == 0)
+        return "killed (no clean exit)";
     if (strcmp(state, "exit") == 0)
         return "exited normally (exit)";
     if (strcmp(state, "_exit") == 0)
@@ -824,13 +836,17 @@ static void print_process_header(const struct process_report *p)
         printf("(pid unknown)");
     if (p->has_ppid)
         printf(" (parent %" PRId64 ")", p->ppid);
-    if (p->host) {
+    if (p->host && p->host[0]) {
         printf(" on ");
         text_print(stdout, p->host, 64, 0);
     }
     putchar('\n');
 
-    print_label("command", p->cmdline ? p->cmdline : (p->exe ? p->exe : "unknown"));
+    /* Empty in a process row rebuilt from a ring's header (cutrace recover). */
+    const char *command = p->cmdline && p->cmdline[0] ? p->cmdline
+                          : p->exe && p->exe[0]       ? p->exe
+                                                      : "unknown";
+    print_label("command", command);
     if (p->has_start_wall)
         format_wall_time(a, sizeof(a), p->start_wall_ns, 3);
     else
@@ -845,7 +861,24 @@ static void print_process_header(const struct process_report *p)
         snprintf(line, sizeof(line), "%s; no calls recorded", a);
     }
     print_label("started", line);
-    print_label("ended", end_state_text(t->end_state));
+    if (t->has_recovered_records && t->end_state && strcmp(t->end_state, "killed") == 0)
+        snprintf(line, sizeof(line),
+                 "killed (no clean exit; %" PRId64 " records recovered from its ring)",
+                 t->recovered_records);
+    else if (t->has_recovered_records && t->recovered_records > 0)
+        snprintf(line, sizeof(line), "%s; %" PRId64 " records recovered from its ring",
+                 end_state_text(t->end_state), t->recovered_records);
+    else
+        snprintf(line, sizeof(line), "%s", end_state_text(t->end_state));
+    print_label("ended", line);
+    if (t->writer_error && t->writer_error[0]) {
+        if (t->has_writer_stopped_after)
+            snprintf(line, sizeof(line), "trace stopped early: %s, after seq %" PRId64,
+                     t->writer_error, t->writer_stopped_after);
+        else
+            snprintf(line, sizeof(line), "trace stopped early: %s", t->writer_error);
+        print_label("stopped", line);
+    }
     format_cuda_version(a, sizeof(a), p->runtime_version);
     format_cuda_version(b, sizeof(b), p->driver_version);
     snprintf(line, sizeof(line), "runtime %s, driver %s", a, b);
@@ -1226,6 +1259,10 @@ static void json_process(struct json_writer *w, const struct process_report *p)
     json_kv_int(w, "format_version", t->format_version);
     json_kv_string(w, "producer", t->producer);
     json_kv_string(w, "end_state", t->end_state);
+    json_opt_int(w, "recovered_records", t->has_recovered_records, t->recovered_records);
+    json_kv_string(w, "writer_error", t->writer_error);
+    json_opt_int(w, "writer_stopped_after", t->writer_error && t->has_writer_stopped_after,
+                 t->writer_stopped_after);
     json_opt_int(w, "pid", p->has_pid, p->pid);
     json_opt_int(w, "ppid", p->has_ppid, p->ppid);
     json_kv_string(w, "host", p->host);
@@ -1334,34 +1371,16 @@ static void print_json(const struct summary_report *r)
 
 int cmd_summary(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    bool json = false;
-    int c;
-    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            return CLI_EXIT_OK;
-        default:
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc)
-        return cli_usage_error(argv[0], "missing trace directory");
-    if (argc - optind > 1)
-        return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
-                               argc - optind);
+    struct cli_report_args args;
+    int parsed = cli_report_args(argc, argv, usage, "trace directory", &args);
+    if (parsed != CLI_PARSED)
+        return parsed;
+    bool json = args.json;
 
     struct trace_set set;
-    if (trace_set_open(&set, argv[optind]) != 0)
+    if (trace_set_open(&set, args.path) != 0)
         return CLI_EXIT_BAD_INPUT;
-    struct summary_report report = {.path = argv[optind]};
+    struct summary_report report = {.path = args.path};
     int status = CLI_EXIT_OK;
     if (build_report(&report, &set) != 0)
         status = CLI_EXIT_BAD_INPUT;

@@ -19,6 +19,7 @@
 static const struct cli_command commands[] = {
     {"summary", cmd_summary, "calls, memory, peaks and failures per process and GPU"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
+    {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -6,6 +6,7 @@
 #include "trace.h"
 
 #include "cli.h"
+#include "recover.h"
 #include "cutrace/format.h"
 #include "cutrace/schema.h"
 
@@ -342,6 +343,37 @@ static int read_meta(struct trace *t, const char *key, char **value, bool *found
     return rc < 0 ? -1 : 0;
 }
 
+/*
+ * An optional count in meta (written by crash recovery): absent is fine, but
+ * a value that is not a non-negative integer is refused, never shown as a
+ * number it is not.
+ */
+static int read_meta_count(struct trace *t, const char *key, int64_t *value, bool *found)
+{
+    *value = 0;
+    *found = false;
+    sqlite3_stmt *stmt =
+        trace_query(t, "SELECT typeof(value), value FROM meta WHERE key = ?", "t", key);
+    if (!stmt)
+        return -1;
+    int rc = trace_step(t, stmt);
+    if (rc == 1) {
+        const char *type = (const char *)sqlite3_column_text(stmt, 0);
+        if (type && strcmp(type, "integer") == 0 && sqlite3_column_int64(stmt, 1) >= 0) {
+            *found = true;
+            *value = sqlite3_column_int64(stmt, 1);
+        } else {
+            char *text = col_text(stmt, 1);
+            trace_fail(t, "invalid meta '%s' value '%.32s' (expected a count)", key,
+                       text ? text : "NULL");
+            free(text);
+            rc = -1;
+        }
+    }
+    sqlite3_finalize(stmt);
+    return rc < 0 ? -1 : 0;
+}
+
 static int check_identity(struct trace *t)
 {
     char *schema;
@@ -396,7 +428,12 @@ static int check_identity(struct trace *t)
         return trace_fail(t, "invalid format_version %" PRId64, t->format_version);
 
     if (read_meta(t, "producer", &t->producer, &found) != 0 ||
-        read_meta(t, "end_state", &t->end_state, &found) != 0)
+        read_meta(t, "end_state", &t->end_state, &found) != 0 ||
+        read_meta(t, "writer_error", &t->writer_error, &found) != 0 ||
+        read_meta_count(t, "recovered_records", &t->recovered_records, &t->has_recovered_records) !=
+            0 ||
+        read_meta_count(t, "writer_stopped_after", &t->writer_stopped_after,
+                        &t->has_writer_stopped_after) != 0)
         return -1;
     return 0;
 }
@@ -565,6 +602,7 @@ void trace_close(struct trace *t)
     free(t->apis);
     free(t->producer);
     free(t->end_state);
+    free(t->writer_error);
     free(t->path);
     free(t->file);
     memset(t, 0, sizeof(*t));
@@ -608,6 +646,10 @@ static int list_trace_files(const char *dir, char ***names, size_t *count)
 int trace_set_open(struct trace_set *set, const char *path)
 {
     memset(set, 0, sizeof(*set));
+    /* Before listing: folding may create the trace of a process that was
+     * killed before its writer made one. */
+    if (recover_fold_quietly(path) != 0)
+        return -1;
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT)
@@ -644,10 +686,8 @@ int trace_set_open(struct trace_set *set, const char *path)
         char *file_path;
         if (!names[i])
             file_path = xstrdup(path);
-        else if (path[0] && path[strlen(path) - 1] == '/')
-            file_path = xasprintf("%s%s", path, names[i]);
         else
-            file_path = xasprintf("%s/%s", path, names[i]);
+            file_path = cli_path_join(path, names[i]);
         set->count = i + 1;
         if (trace_open(&set->traces[i], file_path) != 0) {
             trace_report_error(&set->traces[i]);

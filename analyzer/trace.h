@@ -2,10 +2,11 @@
  * trace.h - opening the traces of a directory for reading, and querying them.
  *
  * A trace directory holds one SQLite file per traced process
- * (<host>-<pid>-<start_wall_ns>.db, see include/cutrace/schema.h), plus files
- * this module ignores (.ring crash buffers, SQLite's -wal/-shm). Each .db is
- * opened read-only and validated before any report trusts it; the first
- * problem becomes a one-line message naming the file.
+ * (<host>-<pid>-<start_wall_ns>.db, see include/cutrace/schema.h), plus
+ * SQLite's -wal/-shm files and the .ring crash buffers of killed processes,
+ * which trace_set_open folds into their traces first (recover.h). Each .db
+ * is then opened read-only and validated before any report trusts it; the
+ * first problem becomes a one-line message naming the file.
  *
  * Policy: a file that fails validation makes the whole trace set fail to
  * open, and the command exits 1 with that one line. A report that silently
@@ -41,6 +42,12 @@ struct trace {
     int64_t format_version;
     char *producer;  /* meta 'producer', NULL if absent */
     char *end_state; /* meta 'end_state', NULL if absent */
+    /* Written by crash recovery (analyzer/recover.h); has_* false if absent. */
+    bool has_recovered_records;
+    int64_t recovered_records; /* meta 'recovered_records': rows folded in from the ring */
+    char *writer_error;        /* meta 'writer_error': why the writer gave up, NULL if it did not */
+    bool has_writer_stopped_after;
+    int64_t writer_stopped_after; /* meta 'writer_stopped_after': last seq it committed */
     struct trace_api *apis;
     size_t napis;
     char error[512]; /* the first problem met, one line; "" while none */
@@ -56,6 +63,13 @@ struct trace_set {
  * Opens `path`: a directory of traces (every *.db in it, sorted by name), or
  * one trace file. On any problem prints "cutrace: <file>: <problem>" to
  * stderr and returns -1 with nothing left open; returns 0 otherwise.
+ *
+ * First it folds the crash buffers of killed processes (the directory's
+ * .ring files, or the one beside the file) into their traces, silently
+ * (recover_fold_quietly in recover.h), so that every report sees the
+ * records a killed process left behind: a corrupt ring is bad input like a
+ * corrupt trace; one that cannot be written (read-only directory) costs one
+ * warning line on stderr and the report goes on without its records.
  */
 int trace_set_open(struct trace_set *set, const char *path);
 void trace_set_close(struct trace_set *set);

@@ -10,7 +10,7 @@
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-UNIT_CORE := ring store writer envcap procinfo warn thread
+UNIT_CORE := ring store writer envcap procinfo warn thread tracefile
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
@@ -47,8 +47,14 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 
 # Test programs: linked against the fake runtime exactly as real programs link
 # against libcudart (real_toolkit against the toolkit's own libraries).
-TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda
-TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit
+TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counter rt_signals \
+              rt_threads rt_spawn rt_burst rt_pause
+TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
+                  $(BUILD)/progs/libcuda_helper.so
+
+$(BUILD)/progs/libcuda_helper.so: tests/progs/cuda_helper.c $(BUILD)/fake/libcudart.so.12
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart
 
 $(BUILD)/progs/%: tests/progs/%.c $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)

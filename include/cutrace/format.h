@@ -23,7 +23,7 @@
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 1
+#define CT_RING_VERSION 2
 
 #define CT_IPC_HANDLE_BYTES 64
 #define CT_RECORD_ARGS      4
@@ -72,7 +72,15 @@ struct ct_slot {
 static_assert(sizeof(struct ct_record) == 248, "ct_record layout changed: bump CT_RING_VERSION");
 static_assert(sizeof(struct ct_slot) == 256, "ct_slot must stay 256 bytes");
 
-/* First page of a ring file. Slots start at CT_RING_HEADER_BYTES. */
+/*
+ * First page of a ring file. Slots start at CT_RING_HEADER_BYTES.
+ *
+ * Besides the queue cursors it carries what a dead process can no longer
+ * tell its database: how it ended (end_state, set by exit/_exit/exec even
+ * when the database could not be written) and why its writer stopped, if it
+ * did (writer_error, writer_stopped_after = last sequence number committed).
+ * `cutrace recover` moves both into the trace's meta table.
+ */
 struct ct_ring_header {
     char magic[8];
     uint32_t version;
@@ -80,9 +88,13 @@ struct ct_ring_header {
     uint64_t capacity; /* slots, a power of two */
     int64_t pid;
     uint64_t start_wall_ns;
-    uint64_t start_mono_ns;
-    char db_name[256]; /* sibling trace file the records belong to */
-    uint8_t pad0[64 - ((8 + 4 + 4 + 8 + 8 + 8 + 8 + 256) % 64)];
+    uint64_t start_mono_ns;        /* CLOCK_MONOTONIC when the process (or fork) started */
+    char db_name[256];             /* sibling trace file the records belong to */
+    char boot_id[40];              /* liveness of pid is only meaningful on the same boot */
+    char end_state[16];            /* "" while running; else as meta('end_state') */
+    uint64_t writer_stopped_after; /* 0 unless the writer failed */
+    char writer_error[200];
+    uint8_t pad0[64 - ((8 + 4 + 4 + 8 + 8 + 8 + 8 + 256 + 40 + 16 + 8 + 200) % 64)];
     uint64_t head; /* next ticket producers claim (own cache line) */
     uint8_t pad1[56];
     uint64_t tail; /* next ticket the writer consumes (own cache line) */

@@ -75,6 +75,14 @@ char *ct_quote_argv(const char *args, size_t len)
     return out;
 }
 
+void ct_procinfo_boot_id(char *out, size_t cap)
+{
+    size_t n = read_file("/proc/sys/kernel/random/boot_id", out, cap - 1);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\0'))
+        n--;
+    out[n] = '\0';
+}
+
 void ct_procinfo_collect(struct ct_process_info *info)
 {
     info->pid = getpid();
@@ -84,11 +92,7 @@ void ct_procinfo_collect(struct ct_process_info *info)
         strcpy(info->host, "unknown");
     info->host[sizeof info->host - 1] = '\0';
 
-    size_t n =
-        read_file("/proc/sys/kernel/random/boot_id", info->boot_id, sizeof info->boot_id - 1);
-    while (n > 0 && (info->boot_id[n - 1] == '\n' || info->boot_id[n - 1] == '\0'))
-        n--;
-    info->boot_id[n] = '\0';
+    ct_procinfo_boot_id(info->boot_id, sizeof info->boot_id);
 
     ssize_t e = readlink("/proc/self/exe", info->exe, sizeof info->exe - 1);
     info->exe[e > 0 ? e : 0] = '\0';

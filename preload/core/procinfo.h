@@ -4,11 +4,16 @@
 #ifndef CUTRACE_PROCINFO_H
 #define CUTRACE_PROCINFO_H
 
+#include <stddef.h>
+
 #include "store.h"
 
 /* Fills everything but the start times; info->cmdline is malloc'd. */
 void ct_procinfo_collect(struct ct_process_info *info);
 void ct_procinfo_free(struct ct_process_info *info);
+
+/* The kernel's boot id: processes of one host and boot share CLOCK_MONOTONIC. */
+void ct_procinfo_boot_id(char *out, size_t cap);
 
 /* Joins NUL-separated argv bytes into one shell-quoted line (malloc'd). */
 char *ct_quote_argv(const char *args, size_t len);

@@ -30,8 +30,15 @@ size_t ct_ring_bytes(uint64_t capacity)
     return CT_RING_HEADER_BYTES + (size_t)capacity * sizeof(struct ct_slot);
 }
 
-void ct_ring_format(void *mem, uint64_t capacity, int64_t pid, uint64_t start_wall_ns,
-                    uint64_t start_mono_ns, const char *db_name)
+/* Bounded copy that always terminates (the header is read by other programs). */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    memset(dst + n, 0, cap - n);
+}
+
+void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *owner)
 {
     assert(capacity >= 2 && (capacity & (capacity - 1)) == 0);
     struct ct_ring_header *hdr = mem;
@@ -39,10 +46,11 @@ void ct_ring_format(void *mem, uint64_t capacity, int64_t pid, uint64_t start_wa
     hdr->version = CT_RING_VERSION;
     hdr->slot_size = sizeof(struct ct_slot);
     hdr->capacity = capacity;
-    hdr->pid = pid;
-    hdr->start_wall_ns = start_wall_ns;
-    hdr->start_mono_ns = start_mono_ns;
-    strncpy(hdr->db_name, db_name, sizeof hdr->db_name - 1);
+    hdr->pid = owner->pid;
+    hdr->start_wall_ns = owner->start_wall_ns;
+    hdr->start_mono_ns = owner->start_mono_ns;
+    copy_text(hdr->db_name, sizeof hdr->db_name, owner->db_name);
+    copy_text(hdr->boot_id, sizeof hdr->boot_id, owner->boot_id);
     hdr->head = 0;
     hdr->tail = 0;
     struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
@@ -122,6 +130,17 @@ void ct_ring_release(struct ct_ring *ring, uint64_t upto)
         __atomic_store_n(&slot->turn, t + cap, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&ring->hdr->tail, upto, __ATOMIC_RELEASE);
+}
+
+void ct_ring_note_end(struct ct_ring *ring, const char *end_state)
+{
+    copy_text(ring->hdr->end_state, sizeof ring->hdr->end_state, end_state);
+}
+
+void ct_ring_note_writer_failure(struct ct_ring *ring, uint64_t last_seq, const char *why)
+{
+    copy_text(ring->hdr->writer_error, sizeof ring->hdr->writer_error, why);
+    ring->hdr->writer_stopped_after = last_seq;
 }
 
 uint64_t ct_ring_claimed(const struct ct_ring *ring)

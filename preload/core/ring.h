@@ -26,9 +26,21 @@ struct ct_ring {
 /* Bytes needed for a ring of `capacity` slots (a power of two). */
 size_t ct_ring_bytes(uint64_t capacity);
 
+/* Who owns a ring: written into its header. */
+struct ct_ring_owner {
+    int64_t pid;
+    uint64_t start_wall_ns;
+    uint64_t start_mono_ns;
+    const char *db_name; /* the sibling trace file */
+    const char *boot_id;
+};
+
 /* Formats `mem` (ct_ring_bytes(capacity), zero-filled) as an empty ring. */
-void ct_ring_format(void *mem, uint64_t capacity, int64_t pid, uint64_t start_wall_ns,
-                    uint64_t start_mono_ns, const char *db_name);
+void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *owner);
+
+/* Post-mortem notes in the header (see struct ct_ring_header). */
+void ct_ring_note_end(struct ct_ring *ring, const char *end_state);
+void ct_ring_note_writer_failure(struct ct_ring *ring, uint64_t last_seq, const char *why);
 
 /* Attaches to a formatted ring; false if the header is not one we can read. */
 bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes);

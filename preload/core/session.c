@@ -14,6 +14,7 @@
  */
 #include "session.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -30,13 +32,16 @@
 #include "clock.h"
 #include "device.h"
 #include "envcap.h"
+#include "store.h"
 #include "procinfo.h"
 #include "ring.h"
 #include "thread.h"
+#include "tracefile.h"
 #include "warn.h"
 #include "writer.h"
 
 #define CT_DEFAULT_BUFFER_MB 8
+#define CT_MAX_BUFFER_MB     64 /* the memory a tracer may take from a process */
 #define CT_MIN_SLOTS         64
 #define CT_FLUSH_TIMEOUT_MS  3000
 #define CT_DEFAULT_DIR       "cutrace-trace"
@@ -58,9 +63,10 @@ static struct {
     size_t buffer_bytes;
     char dir[PATH_MAX];
     char ring_path[PATH_MAX];
+    int ring_fd; /* open and flock()ed while the process lives */
     struct ct_ring ring;
     struct ct_writer *writer;
-} S = {.start_mu = PTHREAD_MUTEX_INITIALIZER};
+} S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
 
 bool ct_session_tracing(void)
 {
@@ -115,115 +121,71 @@ static void configure(void)
     if (b && *b) {
         char *end;
         unsigned long v = strtoul(b, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= 1024)
+        if (*end == '\0' && v >= 1 && v <= CT_MAX_BUFFER_MB)
             mb = v;
     }
     S.buffer_bytes = mb << 20;
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (stat(tmp, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-/* out = dir/base+suffix; false (errno ENAMETOOLONG) if it does not fit. */
-static bool trace_path(char *out, size_t cap, const char *base, const char *suffix)
-{
-    int n = snprintf(out, cap, "%s/%s%s", S.dir, base, suffix);
-    if (n < 0 || (size_t)n >= cap) {
-        errno = ENAMETOOLONG;
-        return false;
-    }
-    return true;
-}
-
-/* Creates dir/<base>.db exclusively; on a name clash tries <base>-1, -2, ... */
-static int create_db_file(char *base, size_t cap, char *db_path)
-{
-    char first[200];
-    if ((size_t)snprintf(first, sizeof first, "%s", base) >= sizeof first)
-        return -1;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        if (attempt && (size_t)snprintf(base, cap, "%s-%d", first, attempt) >= cap)
-            return -1;
-        if (!trace_path(db_path, PATH_MAX, base, ".db"))
-            return -1;
-        int fd = open(db_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        if (errno != EEXIST)
-            return -1;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
-static void base_name(char *out, size_t cap)
-{
-    char host[100];
-    if (gethostname(host, sizeof host - 1) != 0)
-        strcpy(host, "host");
-    host[sizeof host - 1] = '\0';
-    for (char *h = host; *h; h++) {
-        if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') || (*h >= '0' && *h <= '9') ||
-              *h == '-' || *h == '.'))
-            *h = '_';
-    }
-    snprintf(out, cap, "%s-%lld-%llu", host, (long long)S.pid, (unsigned long long)S.start_wall_ns);
-}
-
 /*
  * The ring is a file mapping so that records survive a SIGKILL. Blocks are
  * reserved up front (posix_fallocate): a full disk must fail here, not as a
- * SIGBUS inside the program's cudaMalloc. Where a file cannot be had, an
- * anonymous mapping keeps the program traced without crash safety.
+ * SIGBUS inside the program's cudaMalloc. It is formatted and locked under a
+ * hidden name and only then published, so `cutrace recover` never sees a
+ * half-made ring; the lock tells it the process is alive. Where any of this
+ * fails, an anonymous mapping keeps the program traced without crash safety.
  */
-static bool map_ring(const char *db_name)
+static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t capacity,
+                       const struct ct_ring_owner *owner, const char **why)
 {
+    int fd = open(files->ring_tmp_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return MAP_FAILED;
+    }
+    void *mem = MAP_FAILED;
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc == 0) {
+        mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        rc = mem == MAP_FAILED ? errno : 0;
+    }
+    if (rc == 0 && flock(fd, LOCK_EX | LOCK_NB) != 0)
+        rc = errno;
+    if (rc == 0) {
+        ct_ring_format(mem, capacity, owner);
+        if (ct_tracefile_publish(files->ring_tmp_path, files->ring_path) != 0)
+            rc = errno;
+    }
+    if (rc != 0) {
+        *why = strerror(rc);
+        if (mem != MAP_FAILED)
+            munmap(mem, bytes);
+        unlink(files->ring_tmp_path);
+        close(fd);
+        return MAP_FAILED;
+    }
+    S.ring_fd = fd;
+    return mem;
+}
+
+static bool map_ring(const struct ct_tracefile *files)
+{
+    /* Under a file-size limit the ring shrinks to fit in it rather than giving up. */
+    size_t budget = S.buffer_bytes;
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        fsize.rlim_cur / 2 < budget)
+        budget = fsize.rlim_cur / 2;
     uint64_t capacity = CT_MIN_SLOTS;
-    while (ct_ring_bytes(capacity * 2) <= S.buffer_bytes)
+    while (ct_ring_bytes(capacity * 2) <= budget)
         capacity *= 2;
     size_t bytes = ct_ring_bytes(capacity);
 
-    void *mem = MAP_FAILED;
-    const char *why = NULL;
-    struct rlimit fsize;
-    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
-        fsize.rlim_cur < bytes) {
-        why = "file size limit";
-    } else {
-        int fd = open(S.ring_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        int rc = fd < 0 ? errno : posix_fallocate(fd, 0, (off_t)bytes);
-        if (rc == 0)
-            mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (mem == MAP_FAILED)
-            why = strerror(rc ? rc : errno);
-        if (fd >= 0)
-            close(fd);
-        if (mem == MAP_FAILED && fd >= 0)
-            unlink(S.ring_path);
-    }
+    char boot_id[40];
+    ct_procinfo_boot_id(boot_id, sizeof boot_id);
+    struct ct_ring_owner owner = {S.pid, S.start_wall_ns, S.start_mono_ns, files->db_name, boot_id};
+    const char *why = "file size limit";
+    void *mem = bytes > budget ? MAP_FAILED : file_ring(files, bytes, capacity, &owner, &why);
     if (mem == MAP_FAILED) {
         ct_warn_once(CT_PROBLEM_RING,
                      "no crash-safe buffer in %s (%s); records not yet written are lost if the "
@@ -233,12 +195,55 @@ static bool map_ring(const char *db_name)
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             return false;
+        ct_ring_format(mem, capacity, &owner);
     }
     /* A forked child must not write into its parent's ring. */
     madvise(mem, bytes, MADV_DONTFORK);
-    ct_ring_format(mem, capacity, S.pid, S.start_wall_ns, S.start_mono_ns, db_name);
-    bool ok = ct_ring_attach(&S.ring, mem, bytes);
-    (void)ok;
+    bool attached = ct_ring_attach(&S.ring, mem, bytes);
+    assert(attached);
+    return attached;
+}
+
+/*
+ * Makes the trace file complete (schema, process, environment) under its
+ * hidden name in this thread, then publishes it: a reader never meets an
+ * empty trace. This is the process's first CUDA event, never the steady
+ * state; start_mu is held, so fork() waits for it.
+ */
+static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_info *proc)
+{
+    char err[512];
+    struct ct_store *st = ct_store_create(files->db_tmp_path, err, sizeof err);
+    if (!st) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     err);
+        unlink(files->db_tmp_path);
+        return false;
+    }
+    struct ct_env_capture env = {0};
+    if (ct_env_capture(environ, &env) != 0)
+        env.count = 0;
+    int rc = ct_store_begin(st);
+    if (!rc)
+        rc = ct_store_write_process(st, proc);
+    if (!rc)
+        rc = ct_store_write_env(st, env.vars, env.count);
+    if (!rc)
+        rc = ct_store_commit(st);
+    if (rc)
+        snprintf(err, sizeof err, "%s", ct_store_error(st));
+    ct_env_capture_free(&env);
+    ct_store_close(st);
+    if (!rc && ct_tracefile_publish(files->db_tmp_path, files->db_path) != 0) {
+        snprintf(err, sizeof err, "%s: %s", files->db_name, strerror(errno));
+        rc = -1;
+    }
+    if (rc) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     err);
+        unlink(files->db_tmp_path);
+        return false;
+    }
     return true;
 }
 
@@ -247,42 +252,42 @@ static bool start_locked(void)
     configure();
     if (S.disabled_by_config)
         return false;
-    if (mkdir_p(S.dir) != 0) {
+    if (ct_tracefile_mkdir(S.dir) != 0) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot create trace directory %s: %s; not tracing",
                      S.dir, strerror(errno));
         return false;
     }
-    char base[256];
-    struct ct_writer_config cfg = {0};
-    base_name(base, sizeof base);
-    if (create_db_file(base, sizeof base, cfg.db_path) != 0) {
+    struct ct_process_info proc;
+    memset(&proc, 0, sizeof proc);
+    ct_procinfo_collect(&proc);
+    proc.start_wall_ns = S.start_wall_ns;
+    proc.start_mono_ns = S.start_mono_ns;
+    struct ct_tracefile files;
+    bool made = false;
+    if (ct_tracefile_create(S.dir, proc.host, S.pid, S.start_wall_ns, &files) != 0)
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot create a trace file in %s: %s; not tracing",
                      S.dir, strerror(errno));
+    else
+        made = make_trace_file(&files, &proc);
+    ct_procinfo_free(&proc);
+    if (!made)
         return false;
-    }
-    char db_name[sizeof base + 4];
-    snprintf(db_name, sizeof db_name, "%s.db", base);
-    if (!trace_path(S.ring_path, sizeof S.ring_path, base, ".ring") || !map_ring(db_name)) {
-        unlink(cfg.db_path);
-        return false;
-    }
 
+    snprintf(S.ring_path, sizeof S.ring_path, "%s", files.ring_path);
+    if (!map_ring(&files))
+        return false;
+
+    struct ct_writer_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.db_path, sizeof cfg.db_path, "%s", files.db_path);
     cfg.ring = &S.ring;
-    ct_procinfo_collect(&cfg.process);
-    cfg.process.start_wall_ns = S.start_wall_ns;
-    cfg.process.start_mono_ns = S.start_mono_ns;
-    if (ct_env_capture(environ, &cfg.env) != 0)
-        cfg.env.count = 0;
     cfg.probes.describe_device = ct_device_describe;
     cfg.probes.versions = ct_cuda_versions;
     cfg.interval_ms = 20;
-
     char err[256];
     S.writer = ct_writer_start(&cfg, err, sizeof err);
     if (!S.writer) {
         ct_warn_once(CT_PROBLEM_WRITER, "%s; not tracing", err);
-        ct_procinfo_free(&cfg.process);
-        ct_env_capture_free(&cfg.env);
         return false;
     }
     return true;
@@ -324,9 +329,16 @@ void ct_session_append(struct ct_record *rec)
 void ct_session_finish(const char *end_state)
 {
     /* A vfork child runs in our memory but is not this process. */
-    if (S.pid != getpid() || __atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != CT_ON)
+    if (S.pid != getpid())
         return;
+    /* Said in the ring too (even after the writer failed): recovery stores it. */
+    if (S.ring.hdr)
+        ct_ring_note_end(&S.ring, end_state);
+    if (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != CT_ON || !ct_writer_alive(S.writer))
+        return; /* reported when the writer stopped; the ring keeps what it did not write */
     if (!ct_writer_flush(S.writer, end_state, CT_FLUSH_TIMEOUT_MS)) {
+        if (!ct_writer_alive(S.writer))
+            return; /* it stopped while we waited, and said so */
         ct_warn_once(CT_PROBLEM_FLUSH_TIMEOUT,
                      "could not write the last records before %s; they stay in %s", end_state,
                      S.ring_path[0] ? S.ring_path : "memory (lost)");
@@ -340,8 +352,9 @@ void ct_session_finish(const char *end_state)
 
 void ct_session_resume(void)
 {
-    if (S.pid != getpid())
+    if (S.pid != getpid() || !S.ring.hdr)
         return;
+    ct_ring_note_end(&S.ring, "");
     __atomic_store_n(&S.finished, 0, __ATOMIC_RELEASE);
 }
 
@@ -371,6 +384,10 @@ static void after_fork_child(void)
     S.writer = NULL;
     memset(&S.ring, 0, sizeof S.ring);
     S.ring_path[0] = '\0';
+    /* Our copy of the parent's ring fd would keep its lock (its "alive" flag) held. */
+    if (S.ring_fd >= 0)
+        close(S.ring_fd);
+    S.ring_fd = -1;
     S.seq = 0;
     S.finished = 0;
     S.pid = getpid();

@@ -23,6 +23,8 @@
 #define CUTRACE_VERSION "dev"
 #endif
 
+#define CT_STORE_BUSY_MS 2000
+
 struct ct_store {
     sqlite3 *db;
     sqlite3_stmt *insert_event;
@@ -61,6 +63,9 @@ static struct ct_store *open_db(const char *path, char *err, size_t errlen)
     /* NOFOLLOW: a symlink planted at the trace path is refused, never followed. */
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
     int rc = sqlite3_open_v2(path, &st->db, flags, NULL);
+    /* Someone holding the file locked (a reader's long transaction) is waited for, briefly. */
+    if (rc == SQLITE_OK)
+        sqlite3_busy_timeout(st->db, CT_STORE_BUSY_MS);
     if (rc == SQLITE_OK)
         rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "pragmas");
     if (rc != SQLITE_OK) {
@@ -307,4 +312,9 @@ int ct_store_checkpoint(struct ct_store *st)
 {
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
     return rc == SQLITE_OK ? 0 : fail(st, rc, "checkpoint");
+}
+
+struct sqlite3 *ct_store_sqlite(struct ct_store *st)
+{
+    return st->db;
 }

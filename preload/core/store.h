@@ -77,4 +77,11 @@ static inline uint64_t ct_sql_to_u64(int64_t s)
     return v;
 }
 
+/*
+ * The store's connection, for crash recovery (`cutrace recover`): it reads
+ * meta and counts the rows its inserts added (sqlite3_total_changes64) inside
+ * the transaction it opened with ct_store_begin, with SQL of its own.
+ */
+struct sqlite3 *ct_store_sqlite(struct ct_store *st);
+
 #endif

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 
 #include "clock.h"
 #include "cutrace/apis.h"
@@ -46,7 +47,9 @@ struct ct_writer {
     pthread_cond_t wake;
     pthread_cond_t done;
     uint64_t flush_target;
-    const char *end_state; /* pending meta('end_state'), written once target is reached */
+    const char *end_state;  /* pending meta('end_state'), written once target is reached */
+    uint64_t end_requested; /* end-state requests made ... */
+    uint64_t end_served;    /* ... and written, file closed */
     bool stop;
 
     int alive;          /* atomic */
@@ -56,6 +59,8 @@ struct ct_writer {
     uint64_t device_first_seq[CT_MAX_DEVICES];
     bool versions_known;
     uint64_t versions_tried_ns;
+    uint64_t last_seq;        /* highest sequence number committed */
+    uint64_t file_checked_ns; /* when the trace file was last seen in place */
     char last_error[512];
 };
 
@@ -69,8 +74,15 @@ uint64_t ct_writer_committed(struct ct_writer *w)
     return __atomic_load_n(&w->committed, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * The writer gives up for good: producers stop recording (ct_writer_alive),
+ * and the ring's header says where and why, for `cutrace recover` to store
+ * once the file can be written again; the records not yet committed stay in
+ * the ring.
+ */
 static void die(struct ct_writer *w, const char *why)
 {
+    ct_ring_note_writer_failure(w->cfg.ring, w->last_seq, why);
     ct_warn_once(CT_PROBLEM_WRITER, "trace writer stopped, the trace ends here: %s", why);
     pthread_mutex_lock(&w->mu);
     __atomic_store_n(&w->alive, 0, __ATOMIC_RELEASE);
@@ -136,8 +148,11 @@ static int store_context(struct ct_writer *w, const struct learned *l)
     return rc ? rc : ct_store_commit(w->store);
 }
 
-/* After a finish closed the file, a late record (an exit handler's cudaFree) reopens it. */
-static bool reopen_store(struct ct_writer *w)
+/*
+ * Opens the trace the session created. Also after a finish closed it: a late
+ * record (an exit handler's cudaFree) reopens the file.
+ */
+static bool open_trace_file(struct ct_writer *w)
 {
     char err[512];
     w->store = ct_store_open(w->cfg.db_path, err, sizeof err);
@@ -153,45 +168,27 @@ static long drain_once(struct ct_writer *w)
     const struct ct_record *r = ct_ring_peek(w->cfg.ring, &w->cursor);
     if (!r)
         return 0;
-    if (!w->store && !reopen_store(w))
+    if (!w->store && !open_trace_file(w))
         return -1;
     if (ct_store_begin(w->store))
         return -1;
     long n = 0;
+    uint64_t last_seq = w->last_seq;
     for (; r; r = (n < CT_BATCH_MAX) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
         if (ct_store_insert(w->store, r))
             return -1;
         note_context(w, r);
+        if (r->seq > last_seq)
+            last_seq = r->seq;
         n++;
     }
     if (ct_store_commit(w->store))
         return -1;
+    w->last_seq = last_seq;
     assert(w->cursor - start == (uint64_t)n);
     ct_ring_release(w->cfg.ring, w->cursor);
     __atomic_store_n(&w->committed, w->cursor, __ATOMIC_RELEASE);
     return n;
-}
-
-static bool open_store(struct ct_writer *w)
-{
-    char err[512];
-    w->store = ct_store_create(w->cfg.db_path, err, sizeof err);
-    if (!w->store) {
-        die(w, err);
-        return false;
-    }
-    int rc = ct_store_begin(w->store);
-    if (!rc)
-        rc = ct_store_write_process(w->store, &w->cfg.process);
-    if (!rc)
-        rc = ct_store_write_env(w->store, w->cfg.env.vars, w->cfg.env.count);
-    if (!rc)
-        rc = ct_store_commit(w->store);
-    if (rc) {
-        die(w, ct_store_error(w->store));
-        return false;
-    }
-    return true;
 }
 
 /*
@@ -200,13 +197,31 @@ static bool open_store(struct ct_writer *w)
  */
 static int finish_store(struct ct_writer *w, const char *end_state)
 {
-    if (!w->store && !reopen_store(w))
+    if (!w->store && !open_trace_file(w))
         return -1;
     if (ct_store_set_meta_text(w->store, "end_state", end_state) || ct_store_checkpoint(w->store))
         return -1;
     ct_store_close(w->store);
     w->store = NULL;
     return 0;
+}
+
+/*
+ * A trace file deleted under a running process (its directory removed) would
+ * swallow every later record unseen; notice it, at most once a second.
+ */
+static bool trace_file_gone(struct ct_writer *w, bool now_please)
+{
+    uint64_t now = ct_now_ns();
+    if (!w->store || (!now_please && now - w->file_checked_ns < 1000000000ull))
+        return false;
+    w->file_checked_ns = now;
+    struct stat st;
+    if (stat(w->cfg.db_path, &st) == 0 || errno != ENOENT)
+        return false;
+    snprintf(w->last_error, sizeof w->last_error, "the trace file was removed (%.*s)", 400,
+             w->cfg.db_path);
+    return true;
 }
 
 static struct timespec deadline_after_ms(unsigned ms)
@@ -233,10 +248,12 @@ static void *writer_main(void *arg)
     prctl(PR_SET_NAME, "cutrace-writer", 0, 0, 0);
 
     pthread_mutex_lock(&w->work_mu);
-    bool ok = open_store(w);
+    bool ok = open_trace_file(w);
     pthread_mutex_unlock(&w->work_mu);
-    if (!ok)
+    if (!ok) {
+        die(w, w->last_error);
         return NULL;
+    }
 
     struct learned *learned = malloc(sizeof *learned);
     if (!learned) {
@@ -254,16 +271,24 @@ static void *writer_main(void *arg)
             n = -1;
         pthread_mutex_lock(&w->mu);
         const char *end_state = NULL;
+        uint64_t serving = 0;
         if (w->end_state && w->cursor >= w->flush_target) {
             end_state = w->end_state;
+            serving = w->end_requested;
             w->end_state = NULL;
         }
         pthread_mutex_unlock(&w->mu);
-        if (n >= 0 && end_state && finish_store(w, end_state) != 0)
+        bool gone = trace_file_gone(w, end_state != NULL);
+        if (n >= 0 && !gone && end_state && finish_store(w, end_state) != 0)
             n = -1;
         pthread_mutex_unlock(&w->work_mu);
-        if (n < 0) {
-            die(w, w->store ? ct_store_error(w->store) : w->last_error);
+        if (n >= 0 && !gone && end_state) {
+            pthread_mutex_lock(&w->mu);
+            w->end_served = serving;
+            pthread_mutex_unlock(&w->mu);
+        }
+        if (n < 0 || gone) {
+            die(w, (n < 0 && w->store) ? ct_store_error(w->store) : w->last_error);
             free(learned);
             return NULL;
         }
@@ -338,12 +363,15 @@ bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeou
     pthread_mutex_lock(&w->mu);
     if (target > w->flush_target)
         w->flush_target = target;
-    if (end_state)
+    uint64_t want = 0;
+    if (end_state) {
         w->end_state = end_state;
+        want = ++w->end_requested;
+    }
     pthread_cond_signal(&w->wake);
     bool done = false;
     for (;;) {
-        done = ct_writer_committed(w) >= target && (!end_state || w->end_state == NULL);
+        done = ct_writer_committed(w) >= target && w->end_served >= want;
         if (done || !ct_writer_alive(w))
             break;
         if (pthread_cond_timedwait(&w->done, &w->mu, &until) == ETIMEDOUT)
@@ -363,8 +391,6 @@ void ct_writer_stop(struct ct_writer *w)
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
     ct_store_close(w->store);
-    free(w->cfg.process.cmdline);
-    ct_env_capture_free(&w->cfg.env);
     pthread_mutex_destroy(&w->work_mu);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->wake);

@@ -12,7 +12,6 @@
 #include <limits.h>
 #include <stdbool.h>
 
-#include "envcap.h"
 #include "ring.h"
 #include "store.h"
 
@@ -26,9 +25,7 @@ struct ct_writer_probes {
 
 struct ct_writer_config {
     struct ct_ring *ring;
-    char db_path[PATH_MAX];
-    struct ct_process_info process; /* the writer takes ownership of cmdline */
-    struct ct_env_capture env;      /* the writer takes ownership */
+    char db_path[PATH_MAX]; /* an existing trace (ct_store_create made it) */
     struct ct_writer_probes probes;
     unsigned interval_ms;
 };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +77,11 @@ static int capture_file(void)
 
 struct proc_result run_cutrace(const char *const *args, const char *const *env)
 {
+    return run_cutrace_as(args, env, (uid_t)-1);
+}
+
+struct proc_result run_cutrace_as(const char *const *args, const char *const *env, uid_t uid)
+{
     const char *bin = getenv("CUTRACE_BIN");
     if (!bin || !*bin)
         bin = "build/cutrace";
@@ -97,6 +103,12 @@ struct proc_result run_cutrace(const char *const *args, const char *const *env)
         dup2(in, 0);
         dup2(out, 1);
         dup2(err, 2);
+        /* Permission bits stop only a process that is not root. */
+        if (uid != (uid_t)-1 &&
+            (setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0)) {
+            dprintf(2, "test: cannot become uid %u: %s\n", (unsigned)uid, strerror(errno));
+            _exit(121);
+        }
         for (const char *const *e = env; e && *e; e++) {
             const char *eq = strchr(*e, '=');
             if (eq) {

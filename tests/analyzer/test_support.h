@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 Suite *units_suite(void);
 Suite *json_suite(void);
@@ -20,6 +21,7 @@ Suite *trace_suite(void);
 Suite *summary_suite(void);
 Suite *bad_input_suite(void);
 Suite *run_suite(void);
+Suite *recover_suite(void);
 
 /* A fresh directory under $TMPDIR (or /tmp), removed by scratch_remove. */
 char *scratch_dir(void);
@@ -38,6 +40,9 @@ struct proc_result {
  * may be NULL) and captures stdout and stderr.
  */
 struct proc_result run_cutrace(const char *const *args, const char *const *env);
+/* The same, run as user `uid` (and group uid) when not (uid_t)-1: the test
+ * process must be root for that. */
+struct proc_result run_cutrace_as(const char *const *args, const char *const *env, uid_t uid);
 void proc_result_free(struct proc_result *r);
 
 /* Lines in text (a last line without '\n' counts). */

@@ -110,9 +110,9 @@ START_TEST(test_set_orders_files_by_name)
     char *second = fixture_trace_path(dir, "a-host", 1, 2);
     fixture_close(fixture_create(first, FIXTURE_DEFAULT));
     fixture_close(fixture_create(second, FIXTURE_DEFAULT));
-    /* Files the analyzer must not take for traces. */
+    /* Files the analyzer must not take for traces (rings: test_recover.c). */
     char *ring = NULL;
-    ck_assert_int_ge(asprintf(&ring, "%s/a-host-1-2.ring", dir), 0);
+    ck_assert_int_ge(asprintf(&ring, "%s/a-host-1-2.db.bak", dir), 0);
     write_file(ring, "ring", 4);
     struct trace_set set;
     ck_assert_int_eq(trace_set_open(&set, dir), 0);

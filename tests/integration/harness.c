@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -79,6 +80,13 @@ static pid_t spawn_to(struct world *w, bool traced, const char *const argv[], in
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         child_env(w, traced);
+        /* No core files from the crash tests. */
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        if (w->fsize_limit > 0) {
+            struct rlimit fsize = {(rlim_t)w->fsize_limit, (rlim_t)w->fsize_limit};
+            setrlimit(RLIMIT_FSIZE, &fsize);
+        }
         if (chdir(w->cwd) != 0)
             _exit(125);
         if (out_fd >= 0)
@@ -135,18 +143,31 @@ static char *slurp(int fd, size_t *len)
     return buf;
 }
 
+struct running start_prog(struct world *w, bool traced, const char *const argv[])
+{
+    struct running p;
+    p.out = tmpfile();
+    p.err = tmpfile();
+    ck_assert(p.out && p.err);
+    p.pid = spawn_to(w, traced, argv, fileno(p.out), fileno(p.err));
+    return p;
+}
+
+struct run finish_prog(struct running *p, int timeout_s)
+{
+    struct run r;
+    r.status = wait_prog(p->pid, timeout_s);
+    r.out = slurp(fileno(p->out), &r.out_len);
+    r.err = slurp(fileno(p->err), &r.err_len);
+    fclose(p->out);
+    fclose(p->err);
+    return r;
+}
+
 struct run run_prog(struct world *w, bool traced, const char *const argv[], int timeout_s)
 {
-    FILE *out = tmpfile(), *err = tmpfile();
-    ck_assert(out && err);
-    pid_t pid = spawn_to(w, traced, argv, fileno(out), fileno(err));
-    struct run r;
-    r.status = wait_prog(pid, timeout_s);
-    r.out = slurp(fileno(out), &r.out_len);
-    r.err = slurp(fileno(err), &r.err_len);
-    fclose(out);
-    fclose(err);
-    return r;
+    struct running p = start_prog(w, traced, argv);
+    return finish_prog(&p, timeout_s);
 }
 
 void run_free(struct run *r)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct run {
@@ -29,6 +30,7 @@ struct world {
     char *state;
     char *cwd; /* working directory for spawned programs */
     const char *extra_env[8];
+    long fsize_limit; /* RLIMIT_FSIZE for spawned programs, 0 = unlimited */
 };
 
 void world_init(struct world *w);
@@ -42,6 +44,15 @@ const char *build_path(const char *rel);
  * preloads libcutrace.so. Fails the test if it runs over timeout_s.
  */
 struct run run_prog(struct world *w, bool traced, const char *const argv[], int timeout_s);
+
+/* The same in two halves, for a test that acts while the program runs. */
+struct running {
+    pid_t pid;
+    FILE *out;
+    FILE *err;
+};
+struct running start_prog(struct world *w, bool traced, const char *const argv[]);
+struct run finish_prog(struct running *p, int timeout_s);
 pid_t spawn_prog(struct world *w, bool traced, const char *const argv[]);
 int wait_prog(pid_t pid, int timeout_s);
 void run_free(struct run *r);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "suites.h"
 
 /* Compares the trace's calls, in seq order, with rt_sequence's expectation file. */
 static void check_against_expectations(sqlite3 *db, const char *expect_path)
@@ -425,9 +426,9 @@ START_TEST(test_schema_doc_examples_run_on_a_real_trace)
 }
 END_TEST
 
-int main(void)
+Suite *runtime_suite(void)
 {
-    Suite *s = suite_create("integration");
+    Suite *s = suite_create("runtime");
     TCase *tc = tcase_create("runtime");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_sequence_is_recorded_exactly);
@@ -443,9 +444,5 @@ int main(void)
     tcase_add_test(tc, test_real_toolkit_without_driver_returns_35_either_way);
     tcase_add_test(tc, test_schema_doc_examples_run_on_a_real_trace);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }

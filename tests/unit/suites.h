@@ -14,5 +14,6 @@ Suite *store_suite(void);
 Suite *writer_suite(void);
 Suite *envcap_suite(void);
 Suite *procinfo_suite(void);
+Suite *tracefile_suite(void);
 
 #endif

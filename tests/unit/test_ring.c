@@ -25,7 +25,8 @@ static void *make_ring(struct ct_ring *ring, uint64_t capacity)
     size_t bytes = ct_ring_bytes(capacity);
     void *mem = calloc(1, bytes);
     ck_assert_ptr_nonnull(mem);
-    ct_ring_format(mem, capacity, 42, 1, 2, "x.db");
+    struct ct_ring_owner owner = {42, 1, 2, "x.db", "boot"};
+    ct_ring_format(mem, capacity, &owner);
     ck_assert(ct_ring_attach(ring, mem, bytes));
     return mem;
 }
@@ -162,7 +163,8 @@ START_TEST(test_attach_rejects_foreign_memory)
     size_t bytes = ct_ring_bytes(8);
     char *mem = calloc(1, bytes);
     ck_assert(!ct_ring_attach(&ring, mem, bytes));
-    ct_ring_format(mem, 8, 1, 1, 1, "a.db");
+    struct ct_ring_owner owner = {1, 1, 1, "a.db", "boot"};
+    ct_ring_format(mem, 8, &owner);
     ck_assert(ct_ring_attach(&ring, mem, bytes));
     ck_assert(!ct_ring_attach(&ring, mem, bytes - 1));
     ((struct ct_ring_header *)mem)->version = CT_RING_VERSION + 1;

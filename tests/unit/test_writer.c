@@ -49,19 +49,28 @@ static void start(struct harness *hp, unsigned interval_ms, uint64_t capacity)
     h.db = tu_empty_file(h.dir, "w.db");
     size_t bytes = ct_ring_bytes(capacity);
     h.ring_mem = calloc(1, bytes);
-    ct_ring_format(h.ring_mem, capacity, getpid(), 1, 2, "w.db");
+    struct ct_ring_owner owner = {getpid(), 1, 2, "w.db", "boot"};
+    ct_ring_format(h.ring_mem, capacity, &owner);
     *hp = h;
     ck_assert(ct_ring_attach(&hp->ring, hp->ring_mem, bytes));
+    /* The session makes the trace file; the writer only appends to it. */
+    char err[256];
+    struct ct_store *st = ct_store_create(hp->db, err, sizeof err);
+    ck_assert_msg(st != NULL, "%s", err);
+    struct ct_process_info proc;
+    memset(&proc, 0, sizeof proc);
+    proc.pid = getpid();
+    proc.cmdline = "unit test";
+    ck_assert_int_eq(ct_store_write_process(st, &proc), 0);
+    ct_store_close(st);
+
     struct ct_writer_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.ring = &hp->ring;
     snprintf(cfg.db_path, sizeof cfg.db_path, "%s", hp->db);
-    cfg.process.pid = getpid();
-    cfg.process.cmdline = strdup("unit test");
     cfg.probes.describe_device = fake_describe;
     cfg.probes.versions = fake_versions;
     cfg.interval_ms = interval_ms;
-    char err[256];
     hp->w = ct_writer_start(&cfg, err, sizeof err);
     ck_assert_msg(hp->w != NULL, "%s", err);
     describe_calls = 0;
@@ -178,7 +187,8 @@ START_TEST(test_unwritable_trace_kills_writer_not_program)
     struct ct_ring ring;
     size_t bytes = ct_ring_bytes(4);
     void *mem = calloc(1, bytes);
-    ct_ring_format(mem, 4, 1, 1, 1, "x.db");
+    struct ct_ring_owner owner = {1, 1, 1, "x.db", "boot"};
+    ct_ring_format(mem, 4, &owner);
     ct_ring_attach(&ring, mem, bytes);
     struct ct_writer_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -193,8 +203,28 @@ START_TEST(test_unwritable_trace_kills_writer_not_program)
     }
     ck_assert(!ct_writer_alive(w));
     ck_assert(!ct_writer_flush(w, "exit", 1000));
+    /* The ring says why, for recovery to store later. */
+    ck_assert_ptr_nonnull(strstr(ring.hdr->writer_error, "nonexistent-dir"));
+    ck_assert_uint_eq(ring.hdr->writer_stopped_after, 0);
     ct_writer_stop(w);
     free(mem);
+}
+END_TEST
+
+START_TEST(test_removed_trace_file_stops_writer_at_exit)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    push(&h, 1, 0);
+    push(&h, 2, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    ck_assert_int_eq(unlink(h.db), 0);
+    push(&h, 3, 0);
+    ck_assert(!ct_writer_flush(h.w, "exit", 5000));
+    ck_assert(!ct_writer_alive(h.w));
+    ck_assert_ptr_nonnull(strstr(h.ring.hdr->writer_error, "removed"));
+    ck_assert_uint_eq(h.ring.hdr->writer_stopped_after, 3);
+    stop(&h);
 }
 END_TEST
 
@@ -241,6 +271,7 @@ Suite *writer_suite(void)
     tcase_add_test(tc, test_end_state_closes_file_and_late_records_reopen_it);
     tcase_add_test(tc, test_devices_described_once_after_success);
     tcase_add_test(tc, test_unwritable_trace_kills_writer_not_program);
+    tcase_add_test(tc, test_removed_trace_file_stops_writer_at_exit);
     tcase_add_test(tc, test_concurrent_producers_small_ring);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,37 @@
+/*
+ * fuzz_trace.c - libFuzzer target for trace files: the input becomes x.db in
+ * a scratch directory, and the trace loader (analyzer/trace.c, with its
+ * ring-folding step) and the summary report (text and JSON) run over it
+ * in-process, exactly as `cutrace summary x.db` would.
+ *
+ * What counts as a bug: a crash, an assertion, an AddressSanitizer or
+ * UndefinedBehaviorSanitizer report, a leak, or an exit status outside
+ * 0/1/2. Rejecting the input (exit 1) is the expected answer to most inputs.
+ * Seeds are real traces (`make fuzz` makes them, fuzz/fuzz.mk).
+ */
+#include "cli.h"
+#include "fuzz_support.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    fuzz_setup();
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fuzz_clean();
+    fuzz_write("x.db", data, size);
+    /* Each run reads the file afresh: the text run may have left a -shm. */
+    fuzz_run(cmd_summary, "summary", fuzz_path("x.db"), 0);
+    fuzz_run(cmd_summary, "summary", fuzz_path("x.db"), 1);
+    return 0;
+}

@@ -1,0 +1,16 @@
+/*
+ * main.c - runs the integration suites (CK_RUN_SUITE=<name> picks one).
+ */
+#include <check.h>
+
+#include "suites.h"
+
+int main(void)
+{
+    SRunner *sr = srunner_create(runtime_suite());
+    srunner_add_suite(sr, reliability_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
