@@ -37,6 +37,7 @@ const struct cli_command *cli_find_command(const char *name);
 int cmd_summary(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_recover(int argc, char **argv);
+int cmd_collectives(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options

@@ -2,7 +2,9 @@
  * cmd_summary.c - `cutrace summary DIR [--json]`: per process and per GPU,
  * what was called, what was allocated and freed, the peak, what was still
  * live at the end, how that compares to the last cudaMemGetInfo, and which
- * calls failed; then a directory-wide view per GPU uuid.
+ * calls failed; its NCCL version and communicators (nccl.h; `cutrace
+ * collectives` joins them across ranks); then a directory-wide view per GPU
+ * uuid.
  *
  * The report is built in two passes over the traces and only then printed,
  * so a file found damaged halfway through produces a one-line error and no
@@ -21,6 +23,7 @@
 #include "cli.h"
 #include "errnames.h"
 #include "json.h"
+#include "nccl.h"
 #include "table.h"
 #include "trace.h"
 #include "units.h"
@@ -155,6 +158,7 @@ struct process_report {
     int64_t first_t_ns, last_end_ns;
     struct device_report *devices;
     size_t ndevices, devices_cap;
+    struct nccl_info nccl; /* present = false for traces from before NCCL was recorded */
 };
 
 struct gpu_report {
@@ -443,7 +447,8 @@ static int compare_devices(const void *a, const void *b)
 static int load_pass1(struct process_report *p)
 {
     if (load_process(p) != 0 || load_devices(p) != 0 || load_call_stats(p) != 0 ||
-        load_failed_calls(p) != 0 || load_meminfo(p) != 0)
+        load_failed_calls(p) != 0 || load_meminfo(p) != 0 ||
+        nccl_load(p->trace, false, true, &p->nccl) != 0)
         return -1;
     sort_array(p->devices, p->ndevices, sizeof(*p->devices), compare_devices);
     for (size_t i = 0; i < p->ndevices; i++)
@@ -767,6 +772,7 @@ static void free_report(struct summary_report *r)
         }
         free(p->env);
         free(p->devices);
+        nccl_info_free(&p->nccl);
         free(p->host);
         free(p->cmdline);
         free(p->exe);
@@ -783,6 +789,12 @@ static int64_t meminfo_used(int64_t total, int64_t free_bytes)
 {
     int64_t used = sat_sub(total, free_bytes);
     return used < 0 ? 0 : used;
+}
+
+/* Whether the process shows any sign of NCCL (its text gets an nccl line). */
+static bool uses_nccl(const struct process_report *p)
+{
+    return p->nccl.present && (p->nccl.has_version || p->nccl.ncomms > 0 || p->nccl.calls > 0);
 }
 
 static bool api_reports_bytes(const struct api_stats *a)
@@ -883,6 +895,21 @@ static void print_process_header(const struct process_report *p)
     format_cuda_version(b, sizeof(b), p->driver_version);
     snprintf(line, sizeof(line), "runtime %s, driver %s", a, b);
     print_label("cuda", line);
+    if (uses_nccl(p)) {
+        const struct nccl_info *n = &p->nccl;
+        size_t len = (size_t)snprintf(
+            line, sizeof(line), "%s; %zu communicator%s, %" PRId64 " collective and p2p calls",
+            nccl_format_version(a, sizeof(a), n->has_version ? n->version : 0), n->ncomms,
+            n->ncomms == 1 ? "" : "s", n->calls);
+        if (n->failed_calls > 0 && len < sizeof(line))
+            len += (size_t)snprintf(line + len, sizeof(line) - len, " (%" PRId64 " failed)",
+                                    n->failed_calls);
+        if (n->unattributed_calls > 0 && len < sizeof(line))
+            snprintf(line + len, sizeof(line) - len,
+                     ", %" PRId64 " on communicators whose init is not in the trace",
+                     n->unattributed_calls);
+        print_label("nccl", line);
+    }
     snprintf(line, sizeof(line), "%" PRId64 " (%" PRId64 " failed, %" PRId64 " nested)", p->calls,
              p->failed, p->nested);
     print_label("calls", line);
@@ -925,6 +952,54 @@ static void print_device_list(const struct process_report *p)
                             ? format_bytes(buf, sizeof(buf), (uint64_t)d->total_bytes)
                             : NULL);
         table_cell(tab, d->pci_bus_id);
+    }
+    putchar('\n');
+    table_print(tab, stdout, 2);
+    table_free(tab);
+}
+
+static void print_communicators(const struct process_report *p)
+{
+    static const struct table_column columns[] = {
+        {"comm", TABLE_RIGHT, 0},  {"unique id hash", TABLE_LEFT, 16},
+        {"rank", TABLE_RIGHT, 0},  {"device", TABLE_RIGHT, 0},
+        {"init", TABLE_LEFT, 16},  {"lifetime", TABLE_LEFT, 24},
+        {"calls", TABLE_RIGHT, 0}, {"split of", TABLE_LEFT, 24},
+    };
+    struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    char buf[UNITS_BUF], result[64];
+    for (size_t i = 0; i < p->nccl.ncomms; i++) {
+        const struct nccl_comm *c = &p->nccl.comms[i];
+        table_cellf(tab, "%" PRId64, c->comm_id);
+        table_cell(tab, c->hash);
+        if (c->has_rank && c->has_nranks)
+            table_cellf(tab, "%" PRId64 "/%" PRId64, c->rank, c->nranks);
+        else
+            table_cell(tab, "?");
+        if (c->device >= 0)
+            table_cellf(tab, "%" PRId64, c->device);
+        else
+            table_cell(tab, "?");
+        if (c->init_result == 0) {
+            table_cell(tab, "ok");
+            if (c->destroyed)
+                table_cellf(
+                    tab, "%s, %s",
+                    format_duration(buf, sizeof(buf), sat_sub(c->t_destroy_ns, c->t_init_ns)),
+                    nccl_end_text(c));
+            else
+                table_cell(tab, nccl_end_text(c));
+        } else {
+            table_cell(tab, result_describe(result, sizeof(result), LAYER_NCCL, c->init_result));
+            table_cell(tab, "-");
+        }
+        table_cellf(tab, "%" PRId64, c->calls);
+        if (!c->has_parent)
+            table_cell(tab, "");
+        else if (c->has_color)
+            table_cellf(tab, "comm %" PRId64 ", color %" PRId64, c->parent_comm_id, c->color);
+        else
+            table_cellf(tab, "comm %" PRId64, c->parent_comm_id);
     }
     putchar('\n');
     table_print(tab, stdout, 2);
@@ -1119,6 +1194,8 @@ static void print_text(const struct summary_report *r)
         print_process_header(p);
         if (p->ndevices > 0)
             print_device_list(p);
+        if (p->nccl.ncomms > 0)
+            print_communicators(p);
         for (size_t di = 0; di < p->ndevices; di++)
             print_device(r, p, &p->devices[di]);
     }
@@ -1250,6 +1327,61 @@ static void json_device(struct json_writer *w, const struct process_report *p,
     json_object_end(w);
 }
 
+/* "communicators" and "nccl_calls": null for a trace from before NCCL was
+ * recorded, which cannot tell. */
+static void json_communicators(struct json_writer *w, const struct process_report *p)
+{
+    const struct nccl_info *n = &p->nccl;
+    json_key(w, "communicators");
+    if (!n->present) {
+        json_null(w);
+        json_kv_null(w, "nccl_calls");
+        return;
+    }
+    char result[64];
+    json_array_begin(w);
+    for (size_t i = 0; i < n->ncomms; i++) {
+        const struct nccl_comm *c = &n->comms[i];
+        json_object_begin(w);
+        json_kv_int(w, "comm_id", c->comm_id);
+        json_kv_string(w, "unique_id_hash", c->hash);
+        json_opt_int(w, "rank", c->has_rank, c->rank);
+        json_opt_int(w, "nranks", c->has_nranks, c->nranks);
+        json_kv_int(w, "device", c->device);
+        json_kv_string(w, "api", c->api);
+        json_pointer(w, "comm", c->handle);
+        json_kv_int(w, "init_result", c->init_result);
+        json_kv_string(w, "init_result_name",
+                       result_describe(result, sizeof(result), LAYER_NCCL, c->init_result));
+        json_rel_time(w, "init_at_ns", p, c->t_init_ns);
+        json_kv_string(w, "end", c->aborted ? "abort" : c->destroyed ? "destroy" : NULL);
+        if (c->destroyed) {
+            json_rel_time(w, "end_at_ns", p, c->t_destroy_ns);
+            json_kv_int(w, "lifetime_ns", sat_sub(c->t_destroy_ns, c->t_init_ns));
+        } else {
+            json_kv_null(w, "end_at_ns");
+            json_kv_null(w, "lifetime_ns");
+        }
+        if (c->finalized)
+            json_rel_time(w, "finalize_at_ns", p, c->t_finalize_ns);
+        else
+            json_kv_null(w, "finalize_at_ns");
+        json_opt_int(w, "parent_comm_id", c->has_parent, c->parent_comm_id);
+        json_opt_int(w, "color", c->has_color, c->color);
+        json_opt_int(w, "key", c->has_key, c->key);
+        json_kv_int(w, "calls", c->calls);
+        json_kv_int(w, "failed_calls", c->failed_calls);
+        json_object_end(w);
+    }
+    json_array_end(w);
+    json_key(w, "nccl_calls");
+    json_object_begin(w);
+    json_kv_int(w, "calls", n->calls);
+    json_kv_int(w, "failed", n->failed_calls);
+    json_kv_int(w, "unattributed", n->unattributed_calls);
+    json_object_end(w);
+}
+
 static void json_process(struct json_writer *w, const struct process_report *p)
 {
     const struct trace *t = p->trace;
@@ -1270,6 +1402,7 @@ static void json_process(struct json_writer *w, const struct process_report *p)
     json_kv_string(w, "exe", p->exe);
     json_opt_int(w, "cuda_runtime_version", p->runtime_version > 0, p->runtime_version);
     json_opt_int(w, "cuda_driver_version", p->driver_version > 0, p->driver_version);
+    json_opt_int(w, "nccl_version", p->nccl.has_version, p->nccl.version);
     json_opt_int(w, "start_wall_ns", p->has_start_wall, p->start_wall_ns);
     json_kv_string(w, "start_time",
                    p->has_start_wall ? format_wall_time(buf, sizeof(buf), p->start_wall_ns, 9)
@@ -1299,6 +1432,7 @@ static void json_process(struct json_writer *w, const struct process_report *p)
     for (size_t di = 0; di < p->ndevices; di++)
         json_device(w, p, &p->devices[di]);
     json_array_end(w);
+    json_communicators(w, p);
     json_object_end(w);
 }
 

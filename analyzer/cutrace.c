@@ -18,6 +18,7 @@
 
 static const struct cli_command commands[] = {
     {"summary", cmd_summary, "calls, memory, peaks and failures per process and GPU"},
+    {"collectives", cmd_collectives, "NCCL communicators and calls joined across ranks"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
     {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},
 };

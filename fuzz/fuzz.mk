@@ -61,6 +61,7 @@ $(FUZZ_OUT)/shrink_ring: fuzz/shrink_ring.c preload/core/ring.c
 fuzz-build: $(FUZZ_BINS)
 
 fuzz-corpus: $(BUILD)/cutrace $(BUILD)/libcutrace.so $(FAKE_LIBS) $(BUILD)/progs/rt_sequence \
+             $(BUILD)/progs/tp_collectives \
              $(BUILD)/bench/hotpath $(FUZZ_OUT)/shrink_ring
 	fuzz/seed.sh $(BUILD) $(FUZZ_CORPUS)
 

@@ -1,8 +1,8 @@
 /*
  * fuzz_trace.c - libFuzzer target for trace files: the input becomes x.db in
  * a scratch directory, and the trace loader (analyzer/trace.c, with its
- * ring-folding step) and the summary report (text and JSON) run over it
- * in-process, exactly as `cutrace summary x.db` would.
+ * ring-folding step) and the summary and collectives reports (text and
+ * JSON) run over it in-process, exactly as `cutrace summary x.db` would.
  *
  * What counts as a bug: a crash, an assertion, an AddressSanitizer or
  * UndefinedBehaviorSanitizer report, a leak, or an exit status outside
@@ -33,5 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Each run reads the file afresh: the text run may have left a -shm. */
     fuzz_run(cmd_summary, "summary", fuzz_path("x.db"), 0);
     fuzz_run(cmd_summary, "summary", fuzz_path("x.db"), 1);
+    fuzz_run(cmd_collectives, "collectives", fuzz_path("x.db"), 0);
+    fuzz_run(cmd_collectives, "collectives", fuzz_path("x.db"), 1);
     return 0;
 }

@@ -6,6 +6,7 @@
 # Traces the way users make them: libcutrace.so preloaded into programs on
 # the fake GPU stack (tests/fake). Writes
 #   CORPUS/trace/seed-rt_sequence.db   a clean run of build/progs/rt_sequence
+#   CORPUS/trace/seed-nccl.db          one rank of build/progs/tp_collectives
 #   CORPUS/ring/seed-killed.ring       the ring a SIGKILLed process left
 #                                      (build/bench/hotpath, killed mid-run)
 #   CORPUS/ring/seed-killed-16.ring    the same, shrunk to 16 slots
@@ -35,6 +36,12 @@ traced() {
 set -- "$tmp"/clean/*.db
 [ -f "$1" ] || { echo "seed.sh: rt_sequence left no trace" >&2; exit 1; }
 cp "$1" "$corpus/trace/seed-rt_sequence.db"
+
+# One rank of a two-rank NCCL job: communicators, a split, collectives.
+(traced "$tmp/nccl" "$build/progs/tp_collectives" 2 2) >/dev/null || true
+set -- "$tmp"/nccl/*.db
+[ -f "$1" ] || { echo "seed.sh: tp_collectives left no trace" >&2; exit 1; }
+cp "$1" "$corpus/trace/seed-nccl.db"
 
 # A killed run: the ring is left behind with what the writer had not
 # committed. The smallest buffer keeps the seed small; a slow start may need

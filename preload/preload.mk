@@ -5,7 +5,7 @@
 # and neither must see the other's.
 
 PRELOAD_CORE_SRC  := $(wildcard preload/core/*.c)
-PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_process.c
+PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_nccl.c preload/hooks/hook_process.c
 PRELOAD_SRC       := $(PRELOAD_CORE_SRC) $(PRELOAD_HOOK_SRC)
 PRELOAD_CFLAGS     = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -isystem $(CUDA_INC)
 PRELOAD_LDLIBS    := $(SQLITE_A) -ldl -lpthread -lm

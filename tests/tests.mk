@@ -50,7 +50,13 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counter rt_signals \
               rt_threads rt_spawn rt_burst rt_pause
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
-                  $(BUILD)/progs/libcuda_helper.so
+                  $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives
+
+# Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
+$(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \
+                               $(BUILD)/fake/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl
 
 $(BUILD)/progs/libcuda_helper.so: tests/progs/cuda_helper.c $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)

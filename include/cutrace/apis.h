@@ -11,7 +11,14 @@
  * Columns of CT_API_LIST(X): X(name, layer, role, space, kind)
  *   layer: runtime | driver | nccl
  *   role:  alloc | free | reset | meminfo | ipc_export | set_device |
- *          capture_begin | capture_end | graph_instantiate | graph_launch | other
+ *          capture_begin | capture_end | graph_instantiate | graph_launch |
+ *          version | unique_id | comm_init | comm_init_all | comm_finalize | comm_destroy |
+ *          collective | p2p | group_start | group_end | register | deregister
+ *
+ * ncclCommInitAll_comm is not a symbol: ncclCommInitAll makes several
+ * communicators in one call, and each gets a record of its own under that
+ * name, nested in the call's record, so that every communicator has one
+ * comm_init row.
  *   space: for alloc/free, the address namespace a free must match to end an
  *          allocation (a cudaFreeHost never ends a cudaMalloc); "" otherwise
  *   kind:  for alloc, the allocations.kind value (device, managed, host, ipc)
@@ -50,7 +57,37 @@
     X(cudaGraphInstantiate, runtime, graph_instantiate, , )                                        \
     X(cudaGraphInstantiateWithFlags, runtime, graph_instantiate, , )                               \
     X(cudaGraphLaunch, runtime, graph_launch, , )                                                  \
-    X(cudaGraphLaunch_ptsz, runtime, graph_launch, , )
+    X(cudaGraphLaunch_ptsz, runtime, graph_launch, , )                                             \
+    X(ncclGetVersion, nccl, version, , )                                                           \
+    X(ncclGetUniqueId, nccl, unique_id, , )                                                        \
+    X(ncclCommInitRank, nccl, comm_init, , )                                                       \
+    X(ncclCommInitRankConfig, nccl, comm_init, , )                                                 \
+    X(ncclCommInitRankScalable, nccl, comm_init, , )                                               \
+    X(ncclCommInitAll, nccl, comm_init_all, , )                                                    \
+    X(ncclCommInitAll_comm, nccl, comm_init, , )                                                   \
+    X(ncclCommSplit, nccl, comm_init, , )                                                          \
+    X(ncclCommFinalize, nccl, comm_finalize, , )                                                   \
+    X(ncclCommDestroy, nccl, comm_destroy, , )                                                     \
+    X(ncclCommAbort, nccl, comm_destroy, , )                                                       \
+    X(ncclAllReduce, nccl, collective, , )                                                         \
+    X(ncclBroadcast, nccl, collective, , )                                                         \
+    X(ncclBcast, nccl, collective, , )                                                             \
+    X(ncclReduce, nccl, collective, , )                                                            \
+    X(ncclAllGather, nccl, collective, , )                                                         \
+    X(ncclReduceScatter, nccl, collective, , )                                                     \
+    X(ncclAlltoAll, nccl, collective, , )                                                          \
+    X(ncclGather, nccl, collective, , )                                                            \
+    X(ncclScatter, nccl, collective, , )                                                           \
+    X(ncclSend, nccl, p2p, , )                                                                     \
+    X(ncclRecv, nccl, p2p, , )                                                                     \
+    X(ncclGroupStart, nccl, group_start, , )                                                       \
+    X(ncclGroupEnd, nccl, group_end, , )                                                           \
+    X(ncclMemAlloc, nccl, alloc, device, device)                                                   \
+    X(ncclMemFree, nccl, free, device, )                                                           \
+    X(ncclCommRegister, nccl, register, , )                                                        \
+    X(ncclCommDeregister, nccl, deregister, , )                                                    \
+    X(ncclCommWindowRegister, nccl, register, , )                                                  \
+    X(ncclCommWindowDeregister, nccl, deregister, , )
 
 enum ct_api {
     CT_API_NONE = 0,

@@ -19,14 +19,14 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 1
+#define CT_FORMAT_VERSION 2
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 2
+#define CT_RING_VERSION 3
 
 #define CT_IPC_HANDLE_BYTES 64
-#define CT_RECORD_ARGS      4
+#define CT_RECORD_ARGS      8
 
 /*
  * One intercepted call. Written once by the thread that made the call, read
@@ -56,7 +56,7 @@ struct ct_record {
     uint8_t depth;  /* traced calls of this thread already in progress */
     uint8_t has_handle;
     uint8_t handle[CT_IPC_HANDLE_BYTES];
-    uint8_t reserved[48];
+    uint8_t reserved[16];
 };
 
 /*

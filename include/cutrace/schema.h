@@ -26,6 +26,15 @@
  * pointer in the same space, at a reset of its device, or, when the pointer
  * is handed out again without a traced free, at that new allocation
  * (free_api = 'implicit').
+ *
+ * communicators, collectives: NCCL records carry the communicator handle in
+ * arg0. A communicator's id is the seq of the successful init that made it;
+ * a later call on the same handle belongs to the latest such init before it
+ * (handles are reused after destroy), found with a running MAX over the
+ * calls of each handle. NCCL fields: init: arg1 nranks, arg2 rank, arg3
+ * unique-id hash, arg4 parent comm (split), arg5 color, arg6 key;
+ * collectives: arg1 count, arg2 datatype, arg3 redop (-1 none), arg4 root or
+ * peer (-1 none), arg5 recvbuff, arg6 group depth, arg7 capture status.
  */
 #define CT_SCHEMA_SQL                                                                              \
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;\n"                              \
@@ -33,7 +42,7 @@
     " role TEXT NOT NULL, space TEXT NOT NULL, kind TEXT NOT NULL);\n"                             \
     "CREATE TABLE process(pid INTEGER, ppid INTEGER, host TEXT, cmdline TEXT,"                     \
     " start_wall_ns INTEGER, start_mono_ns INTEGER, cuda_runtime_version INTEGER,"                 \
-    " cuda_driver_version INTEGER, exe TEXT, boot_id TEXT, uid INTEGER);\n"                        \
+    " cuda_driver_version INTEGER, exe TEXT, boot_id TEXT, uid INTEGER, nccl_version INTEGER);\n"  \
     "CREATE TABLE devices(device INTEGER PRIMARY KEY, uuid TEXT, pci_bus_id TEXT, name TEXT,"      \
     " total_bytes INTEGER, first_seq INTEGER);\n"                                                  \
     "CREATE TABLE env(name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;\n"                         \
@@ -43,10 +52,11 @@
     " depth INTEGER NOT NULL, ptr INTEGER NOT NULL, size INTEGER NOT NULL,"                        \
     " flags INTEGER NOT NULL, stream INTEGER NOT NULL, arg0 INTEGER NOT NULL,"                     \
     " arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL, arg3 INTEGER NOT NULL,"                        \
-    " caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB);\n"                         \
+    " arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL, arg6 INTEGER NOT NULL,"                        \
+    " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB);\n"  \
     "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"          \
     " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
-    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns"                                         \
+    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7"         \
     " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                                         \
     "CREATE VIEW mem_events AS SELECT e.seq, e.t_ns, e.device, e.ptr, e.size, a.name AS api,"      \
     " a.role, a.space, a.kind FROM events e JOIN apis a ON a.api_id = e.api_id"                    \
@@ -73,7 +83,39 @@
     " WHERE a.role = 'meminfo' AND e.result = 0;\n"                                                \
     "CREATE VIEW ipc AS SELECT e.seq, e.t_ns, a.name AS api, e.device, e.ptr,"                     \
     " lower(hex(e.handle)) AS handle_hex, e.result, e.flags FROM events e"                         \
-    " JOIN apis a ON a.api_id = e.api_id WHERE e.handle IS NOT NULL;\n"
+    " JOIN apis a ON a.api_id = e.api_id WHERE e.handle IS NOT NULL;\n"                            \
+    "CREATE VIEW nccl_events AS SELECT e.*, a.name AS api, a.role FROM events e"                   \
+    " JOIN apis a ON a.api_id = e.api_id WHERE a.layer = 'nccl';\n"                                \
+    "CREATE VIEW communicators AS WITH x AS (SELECT seq, t_ns, role, result, arg0,"                \
+    " MAX(CASE WHEN role = 'comm_init' AND result = 0 THEN seq END) OVER (PARTITION BY arg0"       \
+    " ORDER BY seq ROWS UNBOUNDED PRECEDING) AS comm_id FROM nccl_events"                          \
+    " WHERE role IN ('comm_init', 'comm_destroy', 'comm_finalize')),"                              \
+    " ends AS (SELECT comm_id, MIN(CASE WHEN role = 'comm_destroy' THEN t_ns END) AS "             \
+    "t_destroy_ns,"                                                                                \
+    " MIN(CASE WHEN role = 'comm_finalize' THEN t_ns END) AS t_finalize_ns FROM x"                 \
+    " WHERE result = 0 AND comm_id IS NOT NULL AND role != 'comm_init' GROUP BY comm_id)"          \
+    " SELECT i.seq AS comm_id, printf('%016x', i.arg3) AS unique_id_hash, i.arg2 AS rank,"         \
+    " i.arg1 AS nranks, i.device, CASE WHEN i.arg4 != 0 THEN (SELECT MAX(p.seq) FROM x p"          \
+    " WHERE p.role = 'comm_init' AND p.result = 0 AND p.arg0 = i.arg4 AND p.seq < i.seq) END"      \
+    " AS parent_comm_id, i.t_ns AS t_init_ns, ends.t_destroy_ns, i.result AS init_result,"         \
+    " i.api, i.arg0 AS comm, CASE WHEN i.arg4 != 0 THEN i.arg5 END AS color,"                      \
+    " CASE WHEN i.arg4 != 0 THEN i.arg6 END AS key, ends.t_finalize_ns"                            \
+    " FROM nccl_events i LEFT JOIN ends ON ends.comm_id = i.seq"                                   \
+    " WHERE i.role = 'comm_init' AND NOT (i.result = 0 AND i.arg0 = 0);\n"                         \
+    "CREATE VIEW collectives AS WITH x AS (SELECT *, MAX(CASE WHEN role = 'comm_init'"             \
+    " AND result = 0 THEN seq END) OVER (PARTITION BY arg0 ORDER BY seq"                           \
+    " ROWS UNBOUNDED PRECEDING) AS comm_id FROM nccl_events"                                       \
+    " WHERE role IN ('comm_init', 'collective', 'p2p'))"                                           \
+    " SELECT seq, t_ns, dur_ns, api AS op, comm_id, arg1 AS count, CASE arg2"                      \
+    " WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32' WHEN 3 THEN 'uint32'"             \
+    " WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN 'float16' WHEN 7 THEN 'float32'"        \
+    " WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16' WHEN 10 THEN 'float8e4m3'"                      \
+    " WHEN 11 THEN 'float8e5m2' ELSE 'type' || arg2 END AS datatype, size AS bytes,"               \
+    " CASE WHEN arg3 < 0 THEN NULL WHEN arg3 = 0 THEN 'sum' WHEN arg3 = 1 THEN 'prod'"             \
+    " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
+    " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
+    " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n"
 
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \

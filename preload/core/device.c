@@ -67,7 +67,6 @@ typedef int (*cu_device_get_uuid_fn)(unsigned char *, int);
 typedef int (*cu_device_get_pci_fn)(char *, int, int);
 typedef int (*cu_device_get_name_fn)(char *, int, int);
 typedef int (*cu_device_total_mem_fn)(size_t *, int);
-typedef int (*cu_version_fn)(int *);
 
 static void format_uuid(const unsigned char u[16], char *out, size_t cap)
 {
@@ -111,16 +110,4 @@ bool ct_device_describe(int device, struct ct_device_info *out)
     if (total && total(&bytes, cudev) == 0)
         out->total_bytes = bytes;
     return true;
-}
-
-void ct_cuda_versions(int *runtime_version, int *driver_version)
-{
-    *runtime_version = 0;
-    *driver_version = 0;
-    cu_version_fn rt = (cu_version_fn)ct_resolve(CT_LIB_CUDART, "cudaRuntimeGetVersion");
-    if (rt && rt(runtime_version) != 0)
-        *runtime_version = 0;
-    cu_version_fn drv = (cu_version_fn)ct_resolve_loaded(CT_LIB_CUDA, "cuDriverGetVersion");
-    if (drv && drv(driver_version) != 0)
-        *driver_version = 0;
 }

@@ -23,7 +23,5 @@ void ct_device_forget(void);
 
 /* Writer thread: identity of an ordinal; false if the driver cannot say. */
 bool ct_device_describe(int device, struct ct_device_info *out);
-/* Writer thread: versions of the runtime and driver in use, 0 when unknown. */
-void ct_cuda_versions(int *runtime_version, int *driver_version);
 
 #endif

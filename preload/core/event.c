@@ -16,6 +16,8 @@ void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
     ev->traced = !ct_self.internal && ct_session_tracing();
     if (!ev->traced)
         return;
+    ev->returned = false;
+    ev->device_given = false;
     memset(&ev->rec, 0, sizeof ev->rec);
     ev->rec.api = (uint16_t)api;
     ev->rec.caller = (uint64_t)(uintptr_t)caller;
@@ -28,17 +30,34 @@ void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
     ev->rec.t_ns = ct_now_ns();
 }
 
+void ct_event_returned(struct ct_event *ev)
+{
+    if (!ev->traced || ev->returned)
+        return;
+    ev->rec.dur_ns = ct_now_ns() - ev->rec.t_ns;
+    ev->returned = true;
+}
+
+void ct_event_set_device(struct ct_event *ev, int device)
+{
+    if (!ev->traced)
+        return;
+    ev->rec.device = device;
+    ev->device_given = true;
+}
+
 void ct_event_end(struct ct_event *ev, int result)
 {
     if (!ev->traced)
         return;
     int saved_errno = errno;
-    ev->rec.dur_ns = ct_now_ns() - ev->rec.t_ns;
+    ct_event_returned(ev);
     ct_self.depth--;
     ct_self.current_seq = ev->rec.parent_seq;
     ev->rec.result = result;
     ev->rec.tid = ct_thread_id();
-    ev->rec.device = ct_device_current(result == 0);
+    if (!ev->device_given)
+        ev->rec.device = ct_device_current(result == 0);
     ct_session_append(&ev->rec);
     errno = saved_errno;
 }

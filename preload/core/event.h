@@ -25,12 +25,19 @@
 
 struct ct_event {
     struct ct_record rec;
-    bool traced; /* false when tracing is off for this call */
+    bool traced;       /* false when tracing is off for this call */
+    bool returned;     /* ct_event_returned() took the end time */
+    bool device_given; /* the hook set rec.device itself */
 };
 
 /* `caller` is the hook's return address: the code that called the API. */
 void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller);
+/* The real function returned: its duration ends here, not at ct_event_end. */
+void ct_event_returned(struct ct_event *ev);
 void ct_event_end(struct ct_event *ev, int result);
+
+/* For a record whose device is not the calling thread's current one. */
+void ct_event_set_device(struct ct_event *ev, int device);
 
 /* For hooks whose record carries an IPC handle. */
 void ct_event_set_handle(struct ct_event *ev, const void *handle);

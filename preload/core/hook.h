@@ -31,22 +31,21 @@
 /*
  * The body of a typical hook: trace `call` (which uses `real`) as one event of
  * `api`, then run the remaining arguments (statements that may read `rc` and
- * set fields of `ev.rec`), and
- * return what the real function returned. `missing` is returned, untraced,
- * when the real function does not exist. CT_TRACE_AS is for helpers shared by
- * twin hooks (cudaMallocAsync and cudaMallocAsync_ptsz), which pass on the
- * caller their hook saw.
+ * set fields of `ev.rec`), and return what the real function returned. When
+ * the loaded library lacks the function (an older NCCL), the call is still
+ * recorded, with `missing` as its result, and `missing` is returned.
+ * CT_TRACE_AS is for helpers shared by twin hooks (cudaMallocAsync and
+ * cudaMallocAsync_ptsz), which pass on the caller their hook saw.
  */
 #define CT_TRACE(api, type, missing, call, ...)                                                    \
     CT_TRACE_AS(CT_CALLER, api, type, missing, call, __VA_ARGS__)
 
 #define CT_TRACE_AS(caller, api, type, missing, call, ...)                                         \
     do {                                                                                           \
-        if (!real)                                                                                 \
-            return missing;                                                                        \
         struct ct_event ev;                                                                        \
         ct_event_begin(&ev, api, caller);                                                          \
-        type rc = call;                                                                            \
+        type rc = real ? call : (missing);                                                         \
+        ct_event_returned(&ev);                                                                    \
         __VA_ARGS__;                                                                               \
         ct_event_end(&ev, (int)rc);                                                                \
         return rc;                                                                                 \

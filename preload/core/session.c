@@ -37,6 +37,7 @@
 #include "ring.h"
 #include "thread.h"
 #include "tracefile.h"
+#include "versions.h"
 #include "warn.h"
 #include "writer.h"
 
@@ -282,7 +283,7 @@ static bool start_locked(void)
     snprintf(cfg.db_path, sizeof cfg.db_path, "%s", files.db_path);
     cfg.ring = &S.ring;
     cfg.probes.describe_device = ct_device_describe;
-    cfg.probes.versions = ct_cuda_versions;
+    cfg.probes.versions = ct_library_versions;
     cfg.interval_ms = 20;
     char err[256];
     S.writer = ct_writer_start(&cfg, err, sizeof err);

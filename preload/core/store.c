@@ -50,8 +50,8 @@ static int exec_sql(struct ct_store *st, const char *sql, const char *what)
 
 static const char EVENT_INSERT_SQL[] =
     "INSERT OR IGNORE INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"
-    " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, caller, stack_id, handle)"
-    " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, arg4, arg5, arg6, arg7,"
+    " caller, stack_id, handle) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static struct ct_store *open_db(const char *path, char *err, size_t errlen)
 {
@@ -244,19 +244,21 @@ int ct_store_write_device(struct ct_store *st, const struct ct_device_info *d, u
     return step_done(st, s, "write device");
 }
 
-int ct_store_set_versions(struct ct_store *st, int runtime_version, int driver_version)
+int ct_store_set_versions(struct ct_store *st, const struct ct_versions *v)
 {
     sqlite3_stmt *s;
     int rc = prepare(st,
                      "UPDATE process SET cuda_runtime_version = coalesce(?, cuda_runtime_version),"
-                     " cuda_driver_version = coalesce(?, cuda_driver_version)",
+                     " cuda_driver_version = coalesce(?, cuda_driver_version),"
+                     " nccl_version = coalesce(?, nccl_version)",
                      &s);
     if (rc)
         return rc;
-    if (runtime_version > 0)
-        sqlite3_bind_int(s, 1, runtime_version);
-    if (driver_version > 0)
-        sqlite3_bind_int(s, 2, driver_version);
+    int values[] = {v->runtime, v->driver, v->nccl};
+    for (int i = 0; i < 3; i++) {
+        if (values[i] > 0)
+            sqlite3_bind_int(s, i + 1, values[i]);
+    }
     return step_done(st, s, "write versions");
 }
 
@@ -274,7 +276,8 @@ int ct_store_insert(struct ct_store *st, const struct ct_record *r)
 {
     sqlite3_stmt *s = st->insert_event;
     assert(s && r->seq > 0);
-    int64_t cols[] = {
+    /* In the column order of EVENT_INSERT_SQL. */
+    int64_t head[] = {
         ct_u64_to_sql(r->seq),
         ct_u64_to_sql(r->parent_seq),
         ct_u64_to_sql(r->t_ns),
@@ -289,20 +292,19 @@ int ct_store_insert(struct ct_store *st, const struct ct_record *r)
         ct_u64_to_sql(r->size),
         ct_u64_to_sql(r->flags),
         ct_u64_to_sql(r->stream),
-        ct_u64_to_sql(r->arg[0]),
-        ct_u64_to_sql(r->arg[1]),
-        ct_u64_to_sql(r->arg[2]),
-        ct_u64_to_sql(r->arg[3]),
-        ct_u64_to_sql(r->caller),
-        ct_u64_to_sql(r->stack_id),
     };
-    int n = (int)(sizeof cols / sizeof cols[0]);
-    for (int i = 0; i < n; i++)
-        sqlite3_bind_int64(s, i + 1, cols[i]);
+    int col = 1;
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        sqlite3_bind_int64(s, col++, head[i]);
+    for (int i = 0; i < CT_RECORD_ARGS; i++)
+        sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->arg[i]));
+    sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->caller));
+    sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->stack_id));
     if (r->has_handle)
-        sqlite3_bind_blob(s, n + 1, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
+        sqlite3_bind_blob(s, col, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
     else
-        sqlite3_bind_null(s, n + 1);
+        sqlite3_bind_null(s, col);
+    assert(col == sqlite3_bind_parameter_count(s));
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     return rc == SQLITE_DONE ? 0 : fail(st, rc, "insert event");

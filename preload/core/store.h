@@ -51,7 +51,14 @@ int ct_store_write_process(struct ct_store *st, const struct ct_process_info *in
 int ct_store_write_env(struct ct_store *st, const struct ct_env_var *vars, size_t n);
 int ct_store_write_device(struct ct_store *st, const struct ct_device_info *dev,
                           uint64_t first_seq);
-int ct_store_set_versions(struct ct_store *st, int runtime_version, int driver_version);
+/* Versions of the libraries in use; 0 = unknown (left as it was). */
+struct ct_versions {
+    int runtime; /* cudaRuntimeGetVersion, 12080 = 12.8 */
+    int driver;  /* cuDriverGetVersion */
+    int nccl;    /* ncclGetVersion, 22809 = 2.28.9 */
+};
+
+int ct_store_set_versions(struct ct_store *st, const struct ct_versions *v);
 int ct_store_set_meta_text(struct ct_store *st, const char *key, const char *value);
 int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value);
 

@@ -111,13 +111,13 @@ struct learned {
     struct ct_device_info devices[CT_MAX_DEVICES];
     uint64_t first_seq[CT_MAX_DEVICES];
     int n_devices;
-    int runtime_version, driver_version;
+    struct ct_versions versions; /* what this round learned; 0 = nothing new */
 };
 
 static void learn_context(struct ct_writer *w, struct learned *out)
 {
     out->n_devices = 0;
-    out->runtime_version = out->driver_version = 0;
+    out->versions = (struct ct_versions){0, 0, 0};
     for (int d = 0; d < CT_MAX_DEVICES; d++) {
         if (w->device_state[d] != DEVICE_PENDING)
             continue;
@@ -131,20 +131,23 @@ static void learn_context(struct ct_writer *w, struct learned *out)
     if (!w->versions_known && w->cfg.probes.versions && w->store && w->cursor > 0 &&
         now - w->versions_tried_ns > CT_VERSION_RETRY_NS) {
         w->versions_tried_ns = now;
-        w->cfg.probes.versions(&out->runtime_version, &out->driver_version);
-        w->versions_known = out->runtime_version > 0 && out->driver_version > 0;
+        w->cfg.probes.versions(&out->versions);
+        struct ct_versions *v = &out->versions;
+        w->versions_known = v->runtime > 0 && v->driver > 0 && v->nccl > 0;
     }
 }
 
 static int store_context(struct ct_writer *w, const struct learned *l)
 {
-    if (l->n_devices == 0 && l->runtime_version <= 0 && l->driver_version <= 0)
+    const struct ct_versions *v = &l->versions;
+    bool new_versions = v->runtime > 0 || v->driver > 0 || v->nccl > 0;
+    if (l->n_devices == 0 && !new_versions)
         return 0;
     int rc = ct_store_begin(w->store);
     for (int i = 0; !rc && i < l->n_devices; i++)
         rc = ct_store_write_device(w->store, &l->devices[i], l->first_seq[i]);
-    if (!rc && (l->runtime_version > 0 || l->driver_version > 0))
-        rc = ct_store_set_versions(w->store, l->runtime_version, l->driver_version);
+    if (!rc && new_versions)
+        rc = ct_store_set_versions(w->store, v);
     return rc ? rc : ct_store_commit(w->store);
 }
 

@@ -20,7 +20,7 @@ struct ct_writer;
 /* What the writer asks the outside world; injectable so tests need no CUDA. */
 struct ct_writer_probes {
     bool (*describe_device)(int device, struct ct_device_info *out);
-    void (*versions)(int *runtime_version, int *driver_version);
+    void (*versions)(struct ct_versions *out);
 };
 
 struct ct_writer_config {

@@ -60,4 +60,43 @@ char *scenario_shared_gpu_first(const char *dir, int first_exits);
 char *scenario_shared_gpu_second(const char *dir);
 #define SHARED_UUID "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 
+/*
+ * Four ranks of one NCCL job (NCCL 2.28.9), one process each: pids
+ * 1000-1003, ranks 0-3; ranks 0 and 1 on node1, 2 and 3 on node2, each on
+ * its host's device 0 or 1. Communicators:
+ *   world (NCCL_WORLD_HASH): ncclCommInitRank, 4 ranks; destroyed by ranks
+ *     0-2, aborted by rank 3.
+ *   tp (NCCL_TP_HASH): ncclCommSplit of world with color 0 by ranks 0 and 1
+ *     (2 ranks); ranks 2 and 3 pass NCCL_SPLIT_NOCOLOR and get no
+ *     communicator. Destroyed by both.
+ * Calls of every rank on world:
+ *   ncclAllReduce bfloat16 1.5 MiB x 10 (1-2 MiB): 6 eager, then 4 captured
+ *     into a CUDA graph; rank 0's first takes 50 us, every other 2 us
+ *   ncclAllReduce float32 4 KiB x 2 (4-8 KiB), inside ncclGroupStart/End
+ *   ncclAllGather bfloat16 256 KiB x 3 (256-512 KiB), inside groups
+ *   ncclReduceScatter bfloat16 1 MiB x 2 (1-2 MiB), eager
+ *   ncclSend 64 KiB x 2 to rank+1 and ncclRecv 64 KiB x 2 from rank-1
+ *     (a ring), inside groups
+ * and of ranks 0 and 1 on tp: ncclAllReduce bfloat16 1 MiB x 5.
+ * World totals: ncclAllReduce 48, ncclAllGather 12, ncclReduceScatter 8,
+ * ncclSend 8, ncclRecv 8 (collective 68, p2p 16); tp: 10.
+ */
+enum nccl_scenario_flags {
+    NCCL_SCENARIO_DEFAULT = 0,
+    NCCL_SCENARIO_SHORT_RANK = 1 << 0,  /* rank 3 makes 5 eager bf16 allreduces, not 6 */
+    NCCL_SCENARIO_NO_RANK_2 = 1 << 1,   /* rank 2 leaves no trace */
+    NCCL_SCENARIO_UNMATCHED = 1 << 2,   /* rank 1 receives once from rank 0, not twice */
+    NCCL_SCENARIO_FAILED_CALL = 1 << 3, /* rank 1's last ReduceScatter fails (ncclInvalidUsage) */
+    NCCL_SCENARIO_FAILED_INIT = 1 << 4, /* rank 1's tp split fails: no tp calls on rank 1 */
+};
+#define NCCL_WORLD_HASH     0x1a2b3c4d5e6f7a8bull
+#define NCCL_WORLD_HASH_HEX "1a2b3c4d5e6f7a8b"
+#define NCCL_TP_HASH        0x9f8e7d6c5b4a3921ull
+#define NCCL_TP_HASH_HEX    "9f8e7d6c5b4a3921"
+#define NCCL_PID(rank)      (1000 + (rank))
+#define NCCL_VERSION        22809
+void scenario_nccl(const char *dir, unsigned flags);
+/* The uuid of a rank's GPU: "GPU-0000000r-...". */
+#define NCCL_UUID_FORMAT "GPU-%08d-0000-0000-0000-000000000000"
+
 #endif

@@ -1,8 +1,9 @@
 /*
  * test_bad_input.c - every way a trace directory or file can be unusable:
- * each must end `cutrace summary` with exit 1, an empty stdout and exactly
- * one stderr line naming the file and the problem; damaged copies of a
- * valid trace must never crash the analyzer.
+ * each must end every report that reads traces (`cutrace summary`,
+ * `cutrace collectives`) with exit 1, an empty stdout and exactly one
+ * stderr line naming the file and the problem; damaged copies of a valid
+ * trace must never crash the analyzer.
  */
 #include "scenarios.h"
 #include "test_support.h"
@@ -15,20 +16,25 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static struct proc_result summary_of(const char *path, bool json)
+/* The reports that read traces: each must refuse bad input the same way. */
+static const char *const reports[] = {"summary", "collectives"};
+#define NREPORTS (sizeof(reports) / sizeof(reports[0]))
+
+static struct proc_result report_of(const char *report, const char *path, bool json)
 {
-    const char *args[] = {"summary", path, json ? "--json" : NULL, NULL};
+    const char *args[] = {report, path, json ? "--json" : NULL, NULL};
     return run_cutrace(args, NULL);
 }
 
-/* Both output modes must fail the same way. */
+/* Every report, in both output modes, must fail the same way. */
 static void expect_error(const char *path, const char *needle, const char *needle2)
 {
-    for (int json = 0; json <= 1; json++) {
-        struct proc_result r = summary_of(path, json);
-        assert_one_line_error(&r, needle, needle2);
-        proc_result_free(&r);
-    }
+    for (size_t i = 0; i < NREPORTS; i++)
+        for (int json = 0; json <= 1; json++) {
+            struct proc_result r = report_of(reports[i], path, json);
+            assert_one_line_error(&r, needle, needle2);
+            proc_result_free(&r);
+        }
 }
 
 static char *join(const char *dir, const char *name)
@@ -263,39 +269,68 @@ START_TEST(test_corrupt_database)
 }
 END_TEST
 
-START_TEST(test_bit_flips_never_crash)
+/*
+ * Flips bits of a copy of `good` at a deterministic spread of positions,
+ * denser in the header and the schema page where damage matters most, and
+ * runs every report on it: each must report or refuse, never crash.
+ */
+static void flip_bits(const char *dir, const char *good, size_t flips)
 {
-    char *dir = scratch_dir();
     char *sub = join(dir, "t");
     ck_assert_int_eq(mkdir(sub, 0700), 0);
-    char *good = scenario_normal(dir);
     size_t size = file_size(good);
     char *copy = join(sub, "flip.db");
     int failures = 0, successes = 0;
-    /* A deterministic spread of positions, denser in the header and the
-     * schema page where damage matters most. */
-    for (size_t i = 0; i < 96; i++) {
+    for (size_t i = 0; i < flips; i++) {
         size_t byte = i < 32 ? i * 4 : i < 48 ? 100 + (i - 32) * 240 : (i * 2654435761u) % size;
         copy_file(good, copy);
         flip_bit(copy, byte, (int)(i % 8));
-        struct proc_result r = summary_of(sub, (i % 2) == 1);
-        ck_assert_msg(!r.signaled, "byte %zu: killed by signal %d", byte, r.status - 128);
-        if (r.status == 0) {
-            successes++;
-            ck_assert_msg(r.out_len > 0 && r.err_len == 0, "byte %zu: %s", byte, r.err);
-            if (i % 2)
-                ck_assert_msg(json_valid(r.out), "byte %zu: invalid JSON", byte);
-        } else {
-            failures++;
-            assert_one_line_error(&r, "flip.db", NULL);
+        for (size_t rep = 0; rep < NREPORTS; rep++) {
+            bool json = ((i + rep) % 2) == 1;
+            struct proc_result r = report_of(reports[rep], sub, json);
+            ck_assert_msg(!r.signaled, "%s, byte %zu: killed by signal %d", reports[rep], byte,
+                          r.status - 128);
+            if (r.status == 0) {
+                successes++;
+                ck_assert_msg(r.out_len > 0 && r.err_len == 0, "%s, byte %zu: %s", reports[rep],
+                              byte, r.err);
+                if (json)
+                    ck_assert_msg(json_valid(r.out), "%s, byte %zu: invalid JSON", reports[rep],
+                                  byte);
+            } else {
+                failures++;
+                assert_one_line_error(&r, "flip.db", NULL);
+            }
+            proc_result_free(&r);
         }
-        proc_result_free(&r);
     }
     ck_assert_int_gt(failures, 0);
     ck_assert_int_gt(successes, 0);
     free(copy);
-    free(good);
     free(sub);
+}
+
+START_TEST(test_bit_flips_never_crash)
+{
+    char *dir = scratch_dir();
+    char *good = scenario_normal(dir);
+    flip_bits(dir, good, 96);
+    free(good);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* The same on a trace full of NCCL records (one rank of the NCCL scenario). */
+START_TEST(test_bit_flips_nccl_trace)
+{
+    char *dir = scratch_dir();
+    char *ranks = join(dir, "ranks");
+    ck_assert_int_eq(mkdir(ranks, 0700), 0);
+    scenario_nccl(ranks, NCCL_SCENARIO_DEFAULT);
+    char *good = fixture_trace_path(ranks, "node1", NCCL_PID(0), NORMAL_START_WALL);
+    flip_bits(dir, good, 64);
+    free(good);
+    free(ranks);
     scratch_remove(dir);
 }
 END_TEST
@@ -328,6 +363,7 @@ Suite *bad_input_suite(void)
     tcase_add_test(tc, test_bad_file_among_good_ones);
     tcase_add_test(tc, test_corrupt_database);
     tcase_add_test(tc, test_bit_flips_never_crash);
+    tcase_add_test(tc, test_bit_flips_nccl_trace);
     tcase_add_test(tc, test_single_bad_file_argument);
     suite_add_tcase(s, tc);
     return s;

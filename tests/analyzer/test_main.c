@@ -18,6 +18,7 @@ int main(void)
     srunner_add_suite(runner, bad_input_suite());
     srunner_add_suite(runner, run_suite());
     srunner_add_suite(runner, recover_suite());
+    srunner_add_suite(runner, collectives_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

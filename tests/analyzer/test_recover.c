@@ -180,10 +180,6 @@ static bool exists(const char *path)
     return lstat(path, &st) == 0;
 }
 
-#define assert_contains(haystack, needle)                                                          \
-    ck_assert_msg(strstr((haystack), (needle)) != NULL, "missing:\n%s\nin:\n%.3000s", (needle),    \
-                  (haystack))
-
 static struct proc_result run2(const char *a, const char *b, const char *c)
 {
     const char *args[] = {a, b, c, NULL};
@@ -194,30 +190,6 @@ static void assert_ok(const struct proc_result *r)
 {
     ck_assert_msg(!r->signaled && r->status == 0, "exit %d; stderr:\n%.1500s", r->status, r->err);
     ck_assert_msg(r->err_len == 0, "stderr not empty:\n%.1500s", r->err);
-}
-
-/* The JSON without whitespace outside strings. */
-static char *compact(const char *json)
-{
-    char *out = malloc(strlen(json) + 1), *o = out;
-    ck_assert_ptr_nonnull(out);
-    bool in_string = false;
-    for (const char *p = json; *p; p++) {
-        if (in_string) {
-            *o++ = *p;
-            if (*p == '\\' && p[1])
-                *o++ = *++p;
-            else if (*p == '"')
-                in_string = false;
-        } else if (*p == '"') {
-            in_string = true;
-            *o++ = *p;
-        } else if (*p != ' ' && *p != '\n') {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
-    return out;
 }
 
 /* ---- the good path ---- */

@@ -22,62 +22,6 @@ static struct proc_result summary(const char *path, bool json)
     return r;
 }
 
-/* The JSON without whitespace outside strings, so tests can look for exact
- * fragments regardless of indentation. */
-static char *compact(const char *json)
-{
-    char *out = malloc(strlen(json) + 1), *o = out;
-    ck_assert_ptr_nonnull(out);
-    bool in_string = false;
-    for (const char *p = json; *p; p++) {
-        if (in_string) {
-            *o++ = *p;
-            if (*p == '\\' && p[1])
-                *o++ = *++p;
-            else if (*p == '"')
-                in_string = false;
-        } else if (*p == '"') {
-            in_string = true;
-            *o++ = *p;
-        } else if (*p != ' ' && *p != '\n') {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
-#define assert_contains(haystack, needle)                                                          \
-    ck_assert_msg(strstr((haystack), (needle)) != NULL, "missing:\n%s\nin:\n%.2000s", (needle),    \
-                  (haystack))
-
-/* The text with runs of blanks squeezed to one, so tests can check a table
- * row's cells without depending on column widths. */
-static char *squeeze(const char *text)
-{
-    char *out = malloc(strlen(text) + 1), *o = out;
-    ck_assert_ptr_nonnull(out);
-    for (const char *p = text; *p; p++)
-        if (!(*p == ' ' && o > out && o[-1] == ' '))
-            *o++ = *p;
-    *o = '\0';
-    return out;
-}
-
-static void assert_width(const char *text, size_t limit)
-{
-    size_t width = 0, line = 1;
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-        if (*p == '\n') {
-            width = 0;
-            line++;
-        } else if ((*p & 0xc0) != 0x80) {
-            ck_assert_msg(++width <= limit, "line %zu is wider than %zu columns:\n%.1500s", line,
-                          limit, text);
-        }
-    }
-}
-
 START_TEST(test_normal_text)
 {
     char *dir = scratch_dir();

@@ -222,6 +222,54 @@ void flip_bit(const char *path, size_t byte, int bit)
     close(fd);
 }
 
+char *compact(const char *json)
+{
+    char *out = malloc(strlen(json) + 1), *o = out;
+    ck_assert_ptr_nonnull(out);
+    bool in_string = false;
+    for (const char *p = json; *p; p++) {
+        if (in_string) {
+            *o++ = *p;
+            if (*p == '\\' && p[1])
+                *o++ = *++p;
+            else if (*p == '"')
+                in_string = false;
+        } else if (*p == '"') {
+            in_string = true;
+            *o++ = *p;
+        } else if (*p != ' ' && *p != '\n') {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+char *squeeze(const char *text)
+{
+    char *out = malloc(strlen(text) + 1), *o = out;
+    ck_assert_ptr_nonnull(out);
+    for (const char *p = text; *p; p++)
+        if (!(*p == ' ' && o > out && o[-1] == ' '))
+            *o++ = *p;
+    *o = '\0';
+    return out;
+}
+
+void assert_width(const char *text, size_t limit)
+{
+    size_t width = 0, line = 1;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n') {
+            width = 0;
+            line++;
+        } else if ((*p & 0xc0) != 0x80) {
+            ck_assert_msg(++width <= limit, "line %zu is wider than %zu columns:\n%.3000s", line,
+                          limit, text);
+        }
+    }
+}
+
 const char *dummy_library(void)
 {
     const char *lib = getenv("CUTRACE_TEST_LIB");

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 Suite *units_suite(void);
@@ -22,6 +23,7 @@ Suite *summary_suite(void);
 Suite *bad_input_suite(void);
 Suite *run_suite(void);
 Suite *recover_suite(void);
+Suite *collectives_suite(void);
 
 /* A fresh directory under $TMPDIR (or /tmp), removed by scratch_remove. */
 char *scratch_dir(void);
@@ -57,6 +59,18 @@ void copy_file(const char *from, const char *to);
 size_t file_size(const char *path);
 void truncate_file(const char *path, size_t size);
 void flip_bit(const char *path, size_t byte, int bit);
+
+/* Report text helpers (malloc'd results): the JSON without whitespace
+ * outside strings, so tests can look for exact fragments regardless of
+ * indentation; the text with runs of blanks squeezed to one, so tests can
+ * check a table row's cells without depending on column widths. */
+char *compact(const char *json);
+char *squeeze(const char *text);
+/* Aborts the test if a line of text is wider than limit columns (code points). */
+void assert_width(const char *text, size_t limit);
+#define assert_contains(haystack, needle)                                                          \
+    ck_assert_msg(strstr((haystack), (needle)) != NULL, "missing:\n%s\nin:\n%.3000s", (needle),    \
+                  (haystack))
 
 /* True when text is one complete, valid JSON document (RFC 8259). */
 bool json_valid(const char *text);

@@ -8,11 +8,13 @@
 #include "cutrace/schema.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EVENT_SPACING_NS 1000
+#define EVENT_SPACING_NS   1000
+#define EVENT_HEAD_COLUMNS 14 /* seq .. stream, before arg0 */
 
 struct fixture {
     sqlite3 *db;
@@ -53,6 +55,13 @@ static void run(struct fixture *f, sqlite3_stmt *stmt)
     sqlite3_finalize(stmt);
 }
 
+void fixture_exec_int(struct fixture *f, const char *sql, int64_t value)
+{
+    sqlite3_stmt *stmt = prepare(f, sql);
+    sqlite3_bind_int64(stmt, 1, value);
+    run(f, stmt);
+}
+
 /* CT_SCHEMA_SQL without the NOT NULL column constraints (those followed by
  * ',' or ')'; the views' "IS NOT NULL" tests stay). */
 static char *nullable_schema(void)
@@ -70,6 +79,25 @@ static char *nullable_schema(void)
     }
     *out = '\0';
     return copy;
+}
+
+/* The events insert, with one argN column per CT_RECORD_ARGS, so the
+ * fixture follows the record layout of the build it is compiled with. */
+static sqlite3_stmt *prepare_event_insert(struct fixture *f)
+{
+    char sql[1024];
+    size_t len = (size_t)snprintf(sql, sizeof(sql),
+                                  "INSERT INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid,"
+                                  " api_id, device, result, depth, ptr, size, flags, stream");
+    for (int i = 0; i < CT_RECORD_ARGS; i++)
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", arg%d", i);
+    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", caller, stack_id, handle) VALUES (?");
+    for (int i = 1; i < EVENT_HEAD_COLUMNS + CT_RECORD_ARGS; i++)
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?");
+    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", 0, 0, ?)");
+    if (len >= sizeof(sql))
+        abort();
+    return prepare(f, sql);
 }
 
 struct fixture *fixture_create(const char *path, unsigned flags)
@@ -116,10 +144,7 @@ struct fixture *fixture_create(const char *path, unsigned flags)
         fixture_meta(f, "producer", "libcutrace 0.1.0-test");
         fixture_meta(f, "end_state", "exit");
     }
-    f->insert_event = prepare(
-        f, "INSERT INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"
-           " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, caller, stack_id,"
-           " handle) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?)");
+    f->insert_event = prepare_event_insert(f);
     return f;
 }
 
@@ -174,8 +199,8 @@ void fixture_process(struct fixture *f, const struct fixture_process *p)
 {
     sqlite3_stmt *stmt =
         prepare(f, "INSERT INTO process(pid, ppid, host, cmdline, start_wall_ns, start_mono_ns,"
-                   " cuda_runtime_version, cuda_driver_version, exe, boot_id, uid)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'boot-test', 1000)");
+                   " cuda_runtime_version, cuda_driver_version, exe, boot_id, uid,"
+                   " nccl_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'boot-test', 1000, ?)");
     sqlite3_bind_int64(stmt, 1, p->pid);
     sqlite3_bind_int64(stmt, 2, p->ppid);
     bind_text_or_null(stmt, 3, p->host);
@@ -185,6 +210,10 @@ void fixture_process(struct fixture *f, const struct fixture_process *p)
     sqlite3_bind_int64(stmt, 7, p->cuda_runtime_version);
     sqlite3_bind_int64(stmt, 8, p->cuda_driver_version);
     bind_text_or_null(stmt, 9, p->exe);
+    if (p->nccl_version > 0)
+        sqlite3_bind_int64(stmt, 10, p->nccl_version);
+    else
+        sqlite3_bind_null(stmt, 10);
     run(f, stmt);
     /* Events follow the process start unless a test moves the clock. */
     if (f->next_seq == 1)
@@ -236,12 +265,13 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e)
     sqlite3_bind_int64(s, 12, e->size);
     sqlite3_bind_int64(s, 13, e->flags);
     sqlite3_bind_int64(s, 14, e->stream);
-    for (int i = 0; i < 4; i++)
-        sqlite3_bind_int64(s, 15 + i, e->arg[i]);
+    for (int i = 0; i < CT_RECORD_ARGS; i++)
+        sqlite3_bind_int64(s, EVENT_HEAD_COLUMNS + 1 + i, e->arg[i]);
+    int handle = EVENT_HEAD_COLUMNS + CT_RECORD_ARGS + 1;
     if (e->handle)
-        sqlite3_bind_blob(s, 19, e->handle, (int)e->handle_len, SQLITE_TRANSIENT);
+        sqlite3_bind_blob(s, handle, e->handle, (int)e->handle_len, SQLITE_TRANSIENT);
     else
-        sqlite3_bind_null(s, 19);
+        sqlite3_bind_null(s, handle);
     if (sqlite3_step(s) != SQLITE_DONE)
         die(f, "insert event");
     sqlite3_reset(s);
@@ -267,6 +297,103 @@ int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, i
                               .device = device,
                               .dur_ns = 100,
                               .arg = {free_bytes, total_bytes}};
+    return fixture_event(f, &e);
+}
+
+int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *init)
+{
+    enum ct_api api = init->api;
+    if (api == CT_API_NONE)
+        api = init->parent ? CT_API_ncclCommSplit : CT_API_ncclCommInitRank;
+    struct fixture_event e = {.api = api,
+                              .t_ns = init->t_ns,
+                              .device = init->device,
+                              .result = init->result,
+                              .dur_ns = 50000,
+                              .ptr = init->comm,
+                              .arg = {init->comm, init->nranks, init->rank, (int64_t)init->hash,
+                                      init->parent, init->color, init->key}};
+    return fixture_event(f, &e);
+}
+
+int64_t fixture_nccl_call(struct fixture *f, const struct fixture_nccl_call *c)
+{
+    struct fixture_event e = {.api = c->api,
+                              .device = c->device,
+                              .result = c->result,
+                              .dur_ns = c->dur_ns,
+                              .stream = c->stream,
+                              .ptr = c->sendbuff,
+                              .size = c->bytes,
+                              .arg = {c->comm, c->count, c->datatype, c->redop, c->peer,
+                                      c->recvbuff, c->group_depth, c->captured ? 1 : 0}};
+    return fixture_event(f, &e);
+}
+
+static int64_t type_size(int64_t datatype)
+{
+    switch (datatype) {
+    case NCCL_INT32:
+    case NCCL_FLOAT32:
+        return 4;
+    case NCCL_FLOAT16:
+    case NCCL_BFLOAT16:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+int64_t fixture_nccl_collective(struct fixture *f, enum ct_api op, int64_t comm, int64_t datatype,
+                                int64_t bytes, int64_t group_depth, int captured)
+{
+    bool reduces =
+        op == CT_API_ncclAllReduce || op == CT_API_ncclReduce || op == CT_API_ncclReduceScatter;
+    bool rooted = op == CT_API_ncclBroadcast || op == CT_API_ncclBcast || op == CT_API_ncclReduce ||
+                  op == CT_API_ncclGather || op == CT_API_ncclScatter;
+    struct fixture_nccl_call c = {.api = op,
+                                  .comm = comm,
+                                  .count = bytes / type_size(datatype),
+                                  .datatype = datatype,
+                                  .redop = reduces ? 0 : FIXTURE_NCCL_NONE,
+                                  .peer = rooted ? 0 : FIXTURE_NCCL_NONE,
+                                  .bytes = bytes,
+                                  .group_depth = group_depth,
+                                  .captured = captured,
+                                  .dur_ns = 2000,
+                                  .stream = 0x5000,
+                                  .sendbuff = 0x7f5000000000,
+                                  .recvbuff = 0x7f6000000000};
+    return fixture_nccl_call(f, &c);
+}
+
+int64_t fixture_nccl_p2p(struct fixture *f, enum ct_api op, int64_t comm, int64_t peer,
+                         int64_t bytes, int64_t group_depth)
+{
+    struct fixture_nccl_call c = {.api = op,
+                                  .comm = comm,
+                                  .count = bytes,
+                                  .datatype = NCCL_INT8,
+                                  .redop = FIXTURE_NCCL_NONE,
+                                  .peer = peer,
+                                  .bytes = bytes,
+                                  .group_depth = group_depth,
+                                  .dur_ns = 1000,
+                                  .stream = 0x5000,
+                                  .sendbuff = op == CT_API_ncclSend ? 0x7f5000000000 : 0,
+                                  .recvbuff = op == CT_API_ncclRecv ? 0x7f6000000000 : 0};
+    return fixture_nccl_call(f, &c);
+}
+
+int64_t fixture_nccl_end(struct fixture *f, enum ct_api api, int64_t comm)
+{
+    struct fixture_event e = {.api = api, .dur_ns = 10000, .arg = {comm}};
+    return fixture_event(f, &e);
+}
+
+int64_t fixture_nccl_group(struct fixture *f, enum ct_api api)
+{
+    struct fixture_event e = {.api = api, .dur_ns = 100};
     return fixture_event(f, &e);
 }
 

@@ -4,13 +4,16 @@
  * A fixture is created exactly as libcutrace creates a trace: CT_SCHEMA_SQL
  * from include/cutrace/schema.h, the apis table from include/cutrace/apis.h
  * (api_id = enum ct_api) and the meta keys, in WAL mode. Helpers add process,
- * device, env and event rows; anything the helpers cannot express (damaged
- * or foreign files) goes through fixture_exec. Failures abort the test.
+ * device, env and event rows, and NCCL records laid out as the NCCL hooks
+ * lay them out (the field comment above CT_SCHEMA_SQL); anything the helpers
+ * cannot express (damaged or foreign files) goes through fixture_exec.
+ * Failures abort the test.
  */
 #ifndef CUTRACE_TESTS_TRACE_FIXTURE_H
 #define CUTRACE_TESTS_TRACE_FIXTURE_H
 
 #include "cutrace/apis.h"
+#include "cutrace/format.h"
 
 #include <sqlite3.h>
 #include <stddef.h>
@@ -27,6 +30,7 @@ struct fixture_process {
     const char *host, *cmdline, *exe;
     int64_t start_wall_ns, start_mono_ns;
     int64_t cuda_runtime_version, cuda_driver_version;
+    int64_t nccl_version; /* 0 is stored as NULL: NCCL was not loaded */
 };
 
 /* One row of `events`; a zero seq takes the next number and a zero t_ns
@@ -36,7 +40,7 @@ struct fixture_event {
     int64_t t_ns, dur_ns, wait_ns, tid;
     enum ct_api api;
     int64_t device, result, depth, ptr, size, flags, stream;
-    int64_t arg[4];
+    int64_t arg[CT_RECORD_ARGS];
     const void *handle; /* NULL: no handle */
     size_t handle_len;
 };
@@ -54,6 +58,8 @@ void fixture_flush(struct fixture *f);
 
 sqlite3 *fixture_db(struct fixture *f);
 void fixture_exec(struct fixture *f, const char *sql);
+/* sql with one integer parameter. */
+void fixture_exec_int(struct fixture *f, const char *sql, int64_t value);
 void fixture_meta(struct fixture *f, const char *key, const char *value);
 void fixture_meta_int(struct fixture *f, const char *key, int64_t value);
 
@@ -68,6 +74,59 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e);
 int64_t fixture_call(struct fixture *f, enum ct_api api, int64_t device, int64_t ptr, int64_t size,
                      int64_t result);
 int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, int64_t total_bytes);
+
+/*
+ * NCCL records. Communicator handles are the `comm` values the program
+ * would see (any non-zero number); the views join calls to inits by them.
+ */
+
+/* ncclDataType_t numbers as NCCL defines them (and the collectives view names). */
+enum fixture_nccl_type {
+    NCCL_INT8 = 0,
+    NCCL_INT32 = 2,
+    NCCL_FLOAT16 = 6,
+    NCCL_FLOAT32 = 7,
+    NCCL_BFLOAT16 = 9,
+};
+#define FIXTURE_NCCL_NONE (-1) /* redop or root/peer not applicable */
+
+/* An init (ncclCommInitRank and friends, or ncclCommSplit with parent != 0). */
+struct fixture_nccl_init {
+    enum ct_api api; /* 0: ncclCommInitRank, or ncclCommSplit when parent != 0 */
+    int64_t comm;    /* the new handle; 0 with a failed init */
+    int64_t nranks, rank;
+    uint64_t hash;                /* unique-id hash, the same in every rank */
+    int64_t parent, color, key;   /* splits only */
+    int64_t device, result, t_ns; /* t_ns 0: the fixture's clock */
+};
+int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *init);
+
+/* One collective or p2p call, every field explicit (see the helpers below). */
+struct fixture_nccl_call {
+    enum ct_api api;
+    int64_t comm, count, datatype;
+    int64_t redop; /* FIXTURE_NCCL_NONE or ncclRedOp_t (0 sum) */
+    int64_t peer;  /* FIXTURE_NCCL_NONE, or the root / the peer */
+    int64_t bytes, group_depth;
+    int captured; /* 1: the stream was capturing a CUDA graph */
+    int64_t device, result, dur_ns, stream, sendbuff, recvbuff;
+};
+int64_t fixture_nccl_call(struct fixture *f, const struct fixture_nccl_call *c);
+
+/*
+ * A collective of `bytes` on comm as a program makes it: count from the
+ * type's size, sum for the reducing ops, root 0 for the rooted ones,
+ * device 0, 2 us inside NCCL.
+ */
+int64_t fixture_nccl_collective(struct fixture *f, enum ct_api op, int64_t comm, int64_t datatype,
+                                int64_t bytes, int64_t group_depth, int captured);
+/* ncclSend/ncclRecv of `bytes` (int8) to/from peer. */
+int64_t fixture_nccl_p2p(struct fixture *f, enum ct_api op, int64_t comm, int64_t peer,
+                         int64_t bytes, int64_t group_depth);
+/* ncclCommDestroy, ncclCommAbort or ncclCommFinalize of comm. */
+int64_t fixture_nccl_end(struct fixture *f, enum ct_api api, int64_t comm);
+/* ncclGroupStart / ncclGroupEnd. */
+int64_t fixture_nccl_group(struct fixture *f, enum ct_api api);
 
 /* Monotonic time of the next event and the default spacing (1 us). */
 int64_t fixture_next_t(const struct fixture *f);

@@ -1,12 +1,13 @@
-# tests/fake/fake.mk - the fake GPU stack: libcuda.so.1, libcudart.so.12 and
-# their own tests (see docs/fakes.md).
+# tests/fake/fake.mk - the fake GPU stack: libcuda.so.1, libcudart.so.12,
+# libnccl.so.2 and their own tests (see docs/fakes.md).
 #
-#   make fake-tests   build and run test_fake_stack, plain and under ASan+UBSan
+#   make fake-tests   build and run test_fake_stack and test_fake_nccl, plain and
+#                     under ASan+UBSan
 #
 # Two variants are built from the same sources: $(BUILD)/fake/ (what other
 # tests and the demo run against) and $(BUILD)/asan/fake/ (for sanitizer runs).
-# In each, the libraries, fake_probe and test_fake_stack share one directory,
-# which is how the test finds the probe and the libraries it points children at.
+# In each, the libraries, fake_probe and the test programs share one directory,
+# which is how the tests find the probe and the libraries they point children at.
 #
 # Link choices, and why:
 #   libcuda.so.1    soname only, no symbol versions (like the real driver);
@@ -15,6 +16,11 @@
 #   libcudart.so.12 version script: every cuda* symbol carries libcudart.so.12;
 #                   no DT_NEEDED on libcuda (it is dlopen()ed); -z defs so an
 #                   accidental direct cu* reference fails to link.
+#   libnccl.so.2    version script: exports nccl* (weak aliases) and pnccl*,
+#                   without symbol versions, like the real one; no DT_NEEDED on
+#                   libcudart or libcuda (the real NCCL links the runtime
+#                   statically and dlopen()s the driver); -z defs so that a
+#                   stray cuda* or cu* reference fails to link.
 
 FAKE_DIR      := tests/fake
 FAKE_OUT      := $(BUILD)/fake
@@ -23,6 +29,7 @@ FAKE_ASAN_OUT := $(BUILD)/asan/fake
 FAKE_DRIVER_SRCS  := $(FAKE_DIR)/fake_driver.c $(FAKE_DIR)/fake_state.c \
                      $(filter-out $(FAKE_DIR)/fake_driver.c,$(wildcard $(FAKE_DIR)/fake_driver_*.c))
 FAKE_RUNTIME_SRCS := $(FAKE_DIR)/fake_runtime.c
+FAKE_NCCL_SRCS    := $(FAKE_DIR)/fake_nccl.c
 
 FAKE_CFLAGS        = $(ALL_CFLAGS) -fPIC -isystem $(CUDA_INC) -MMD -MP
 FAKE_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -30,7 +37,8 @@ FAKE_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck
 
 # What other parts of the tree link or run against.
 FAKE_LIBS  := $(FAKE_OUT)/libcuda.so.1 $(FAKE_OUT)/libcudart.so.12 \
-              $(FAKE_OUT)/libcuda.so $(FAKE_OUT)/libcudart.so
+              $(FAKE_OUT)/libcuda.so $(FAKE_OUT)/libcudart.so \
+              $(FAKE_OUT)/libnccl.so.2 $(FAKE_OUT)/libnccl.so
 FAKE_PROBE := $(FAKE_OUT)/fake_probe
 FAKE_ASAN_LIBS := $(patsubst $(FAKE_OUT)/%,$(FAKE_ASAN_OUT)/%,$(FAKE_LIBS))
 
@@ -45,6 +53,7 @@ $(1)/obj/%.o: $(FAKE_DIR)/%.c | $(1)/obj
 	$$(CC) $$(FAKE_CFLAGS) $(2) $$(FAKE_EXTRA_CFLAGS) -c $$< -o $$@
 
 $(1)/obj/test_fake_stack.o: FAKE_EXTRA_CFLAGS = $$(FAKE_CHECK_CFLAGS)
+$(1)/obj/test_fake_nccl.o: FAKE_EXTRA_CFLAGS = $$(FAKE_CHECK_CFLAGS)
 
 # Each library also (re)creates its link-time symlink, so a rule that only names
 # libcudart.so.12 as a prerequisite can still link with -lcudart.
@@ -58,6 +67,15 @@ $(1)/libcudart.so.12: $(patsubst $(FAKE_DIR)/%.c,$(1)/obj/%.o,$(FAKE_RUNTIME_SRC
 	    -Wl,-Bsymbolic-functions -Wl,-z,defs -o $$@ $$(filter %.o,$$^) -ldl -lpthread
 	ln -sf libcudart.so.12 $(1)/libcudart.so
 
+$(1)/libnccl.so.2: $(patsubst $(FAKE_DIR)/%.c,$(1)/obj/%.o,$(FAKE_NCCL_SRCS)) \
+                   $(FAKE_DIR)/libnccl.map
+	$$(CC) $(2) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(FAKE_DIR)/libnccl.map \
+	    -Wl,-z,defs -o $$@ $$(filter %.o,$$^) -ldl -lpthread
+	ln -sf libnccl.so.2 $(1)/libnccl.so
+
+$(1)/libnccl.so: $(1)/libnccl.so.2
+	ln -sf libnccl.so.2 $$@
+
 $(1)/libcuda.so: $(1)/libcuda.so.1
 	ln -sf libcuda.so.1 $$@
 
@@ -69,6 +87,9 @@ $(1)/fake_probe: $(1)/obj/fake_probe.o $(1)/libcudart.so
 
 $(1)/test_fake_stack: $(1)/obj/test_fake_stack.o $(1)/libcudart.so
 	$$(CC) $(2) -o $$@ $$< -L$(1) -lcudart $$(FAKE_CHECK_LIBS) -ldl -lpthread
+
+$(1)/test_fake_nccl: $(1)/obj/test_fake_nccl.o $(1)/libnccl.so $(1)/libcudart.so $(1)/libcuda.so.1
+	$$(CC) $(2) -o $$@ $$< -L$(1) -lnccl -lcudart $$(FAKE_CHECK_LIBS) -ldl -lpthread
 endef
 
 $(eval $(call FAKE_VARIANT,$(FAKE_OUT),))
@@ -78,11 +99,16 @@ $(eval $(call FAKE_VARIANT,$(FAKE_ASAN_OUT),$(ASAN_FLAGS)))
 
 fake-tests: fake-tests-plain fake-tests-asan
 
-fake-tests-plain: $(FAKE_LIBS) $(FAKE_PROBE) $(FAKE_OUT)/test_fake_stack
-	LD_LIBRARY_PATH=$(FAKE_OUT) $(FAKE_OUT)/test_fake_stack
+FAKE_ASAN_ENV := ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 \
+                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-fake-tests-asan: $(FAKE_ASAN_LIBS) $(FAKE_ASAN_OUT)/fake_probe $(FAKE_ASAN_OUT)/test_fake_stack
-	LD_LIBRARY_PATH=$(FAKE_ASAN_OUT) ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(FAKE_ASAN_OUT)/test_fake_stack
+fake-tests-plain: $(FAKE_LIBS) $(FAKE_PROBE) $(FAKE_OUT)/test_fake_stack $(FAKE_OUT)/test_fake_nccl
+	LD_LIBRARY_PATH=$(FAKE_OUT) $(FAKE_OUT)/test_fake_stack
+	LD_LIBRARY_PATH=$(FAKE_OUT) $(FAKE_OUT)/test_fake_nccl
+
+fake-tests-asan: $(FAKE_ASAN_LIBS) $(FAKE_ASAN_OUT)/fake_probe $(FAKE_ASAN_OUT)/test_fake_stack \
+                 $(FAKE_ASAN_OUT)/test_fake_nccl
+	LD_LIBRARY_PATH=$(FAKE_ASAN_OUT) $(FAKE_ASAN_ENV) $(FAKE_ASAN_OUT)/test_fake_stack
+	LD_LIBRARY_PATH=$(FAKE_ASAN_OUT) $(FAKE_ASAN_ENV) $(FAKE_ASAN_OUT)/test_fake_nccl
 
 -include $(wildcard $(FAKE_OUT)/obj/*.d $(FAKE_ASAN_OUT)/obj/*.d)

@@ -1,6 +1,7 @@
 /*
  * suites.h - the integration suites: runtime (what is recorded, the program
- * unchanged) and reliability (crashes, signals, threads, fork, hostile files).
+ * unchanged), reliability (crashes, signals, threads, fork, hostile files) and
+ * nccl (communicators and collectives joined across ranks).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -9,5 +10,6 @@
 
 Suite *runtime_suite(void);
 Suite *reliability_suite(void);
+Suite *nccl_suite(void);
 
 #endif

@@ -367,11 +367,21 @@ START_TEST(test_real_toolkit_without_driver_returns_35_either_way)
     char **files;
     ck_assert_uint_eq(list_traces(&w, &files), 1);
     sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    /* NCCL answers without a driver, except to ncclCommInitRank (ncclUnhandledCudaError). */
+    ck_assert_ptr_nonnull(
+        strstr(plain.out, "nccl 0 22809\nncclGetUniqueId 0\nncclCommInitRank 1\n"));
     ck_assert_str_eq(tsql_text(db, "SELECT group_concat(api || '=' || result, ',') FROM "
                                    "(SELECT api, result FROM calls ORDER BY seq)"),
-                     "cudaMalloc=35,cudaMemGetInfo=35");
-    ck_assert_int_eq(tsql_int(db, "SELECT size FROM calls WHERE seq = 1"), 1 << 20);
-    ck_assert_int_eq(tsql_int(db, "SELECT device FROM calls WHERE seq = 1"), -1);
+                     "ncclGetVersion=0,ncclGetUniqueId=0,ncclCommInitRank=1,cudaMalloc=35,"
+                     "cudaMemGetInfo=35");
+    ck_assert_int_eq(tsql_int(db, "SELECT arg0 FROM calls WHERE api = 'ncclGetVersion'"), 22809);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM communicators WHERE init_result = 1"), 1);
+    ck_assert_str_eq(tsql_text(db, "SELECT unique_id_hash FROM communicators"),
+                     tsql_text(db, "SELECT printf('%016x', arg3) FROM calls"
+                                   " WHERE api = 'ncclGetUniqueId'"));
+    ck_assert_int_eq(tsql_int(db, "SELECT nccl_version FROM process"), 22809);
+    ck_assert_int_eq(tsql_int(db, "SELECT size FROM calls WHERE api = 'cudaMalloc'"), 1 << 20);
+    ck_assert_int_eq(tsql_int(db, "SELECT device FROM calls WHERE api = 'cudaMalloc'"), -1);
     ck_assert_int_ge(tsql_int(db, "SELECT cuda_runtime_version FROM process"), 13000);
     ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM devices"), 0);
     sqlite3_close(db);

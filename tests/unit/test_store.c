@@ -76,6 +76,7 @@ START_TEST(test_record_encoding_round_trips_every_field)
     ck_assert_uint_eq(ct_sql_to_u64(tsql_int(db, "SELECT size FROM calls")), r.size);
     ck_assert_uint_eq(ct_sql_to_u64(tsql_int(db, "SELECT stream FROM calls")), r.stream);
     ck_assert_uint_eq(ct_sql_to_u64(tsql_int(db, "SELECT arg3 FROM calls")), r.arg[3]);
+    ck_assert_uint_eq(ct_sql_to_u64(tsql_int(db, "SELECT arg7 FROM calls")), r.arg[7]);
     ck_assert_uint_eq(ct_sql_to_u64(tsql_int(db, "SELECT caller FROM events")), r.caller);
     ck_assert_int_eq(tsql_int(db, "SELECT dur_ns FROM calls"), 123);
     ck_assert_int_eq(tsql_int(db, "SELECT wait_ns FROM calls"), 45);
@@ -140,14 +141,16 @@ START_TEST(test_process_env_devices_and_versions)
     strcpy(d.name, "H");
     strcpy(d.pci_bus_id, "0000:18:00.0");
     ck_assert_int_eq(ct_store_write_device(f.st, &d, 4), 0);
-    ck_assert_int_eq(ct_store_set_versions(f.st, 12080, 0), 0);
-    ck_assert_int_eq(ct_store_set_versions(f.st, 0, 13000), 0);
+    struct ct_versions first = {12080, 0, 0}, later = {0, 13000, 22809};
+    ck_assert_int_eq(ct_store_set_versions(f.st, &first), 0);
+    ck_assert_int_eq(ct_store_set_versions(f.st, &later), 0);
 
     sqlite3 *db = tsql_open(f.path, SQLITE_OPEN_READWRITE);
     ck_assert_str_eq(tsql_text(db, "SELECT cmdline FROM process"), "python3 -m x 'a b'");
     ck_assert_str_eq(tsql_text(db, "SELECT host FROM process"), "node1");
     ck_assert_int_eq(tsql_int(db, "SELECT cuda_runtime_version FROM process"), 12080);
     ck_assert_int_eq(tsql_int(db, "SELECT cuda_driver_version FROM process"), 13000);
+    ck_assert_int_eq(tsql_int(db, "SELECT nccl_version FROM process"), 22809);
     ck_assert_str_eq(tsql_text(db, "SELECT value FROM env WHERE name='NCCL_DEBUG'"), "INFO");
     ck_assert_str_eq(tsql_text(db, "SELECT uuid FROM devices WHERE device=1"), "GPU-1");
     ck_assert_int_eq(tsql_int(db, "SELECT total_bytes FROM devices"), 96ll << 30);

@@ -27,10 +27,11 @@ static bool fake_describe(int device, struct ct_device_info *out)
     return true;
 }
 
-static void fake_versions(int *rt, int *drv)
+static void fake_versions(struct ct_versions *v)
 {
-    *rt = 12080;
-    *drv = 13000;
+    v->runtime = 12080;
+    v->driver = 13000;
+    v->nccl = 22809;
 }
 
 struct harness {
