@@ -48,7 +48,7 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 # Test programs: linked against the fake runtime exactly as real programs link
 # against libcudart (real_toolkit against the toolkit's own libraries).
 TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counter rt_signals \
-              rt_threads rt_spawn rt_burst rt_pause
+              rt_threads rt_spawn rt_burst rt_pause nccl_missing
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives
 

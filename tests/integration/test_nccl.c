@@ -103,6 +103,16 @@ static void check_job(int nranks)
         ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls WHERE api = 'ncclGroupStart'"),
                          2 * ITERS);
         ck_assert_int_eq(tsql_int(db, "SELECT nccl_version FROM process"), 22809);
+        /* NCCL's own memory is an allocation; its registration names the buffer. */
+        ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM allocations WHERE api = 'ncclMemAlloc'"
+                                      " AND kind = 'device' AND size = 4194304"
+                                      " AND free_api = 'ncclMemFree'"),
+                         1);
+        ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls r, allocations a"
+                                      " WHERE r.api = 'ncclCommRegister' AND r.result = 0"
+                                      " AND r.ptr = a.ptr AND r.size = a.size"
+                                      " AND a.api = 'ncclMemAlloc'"),
+                         1);
         sqlite3_close(db);
     }
     ck_assert_str_ne(half_hash[0], half_hash[1]);
@@ -151,6 +161,28 @@ START_TEST(test_rank_that_exits_early_is_flagged)
 }
 END_TEST
 
+/* A function the loaded NCCL lacks (here: no NCCL at all) is recorded, not a crash. */
+START_TEST(test_function_missing_from_nccl_is_recorded)
+{
+    struct world w;
+    world_init(&w);
+    const char *argv[] = {build_path("progs/nccl_missing"), NULL};
+    struct run r = run_prog(&w, true, argv, 30);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, "ncclCommWindowRegister returned 5\n");
+    ck_assert_uint_eq(count_lines(r.err), 1); /* "cannot find the real ncclCommWindowRegister" */
+    char **files;
+    ck_assert_uint_eq(list_traces(&w, &files), 1);
+    sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    ck_assert_str_eq(tsql_text(db, "SELECT api || ' ' || layer || ' ' || result FROM calls"),
+                     "ncclCommWindowRegister nccl 5");
+    sqlite3_close(db);
+    free_list(files, 1);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
 Suite *nccl_suite(void)
 {
     Suite *s = suite_create("nccl");
@@ -159,6 +191,7 @@ Suite *nccl_suite(void)
     tcase_add_test(tc, test_four_ranks_joined_exactly);
     tcase_add_test(tc, test_eight_ranks_joined_exactly);
     tcase_add_test(tc, test_rank_that_exits_early_is_flagged);
+    tcase_add_test(tc, test_function_missing_from_nccl_is_recorded);
     suite_add_tcase(s, tc);
     return s;
 }

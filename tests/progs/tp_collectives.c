@@ -8,7 +8,8 @@
  * Every rank then: ncclCommInitRank; ncclCommSplit by rank parity; ITERS
  * rounds of an eager allreduce, an allgather + reducescatter in a group, a
  * send/recv ring in a group, an allreduce captured into a CUDA graph, and an
- * allreduce on the split communicator; then destroys both. SHORT_RANK, if
+ * allreduce on the split communicator; then ncclMemAlloc, a registration of
+ * that buffer, and frees; then destroys both communicators. SHORT_RANK, if
  * given, skips its last eager allreduce, as a rank that left early would.
  * Exit 0 when every rank succeeded.
  */
@@ -91,6 +92,12 @@ static int run_rank(int rank, int nranks, int iters, int short_rank)
         CHECK(cudaStreamEndCapture(stream, &graph));
         CHECK(ncclAllReduce(send, recv, 256, ncclFloat32, ncclSum, half, stream));
     }
+    /* NCCL's own allocator and a registration of its buffer. */
+    void *nccl_buf, *reg;
+    CHECK(ncclMemAlloc(&nccl_buf, 4 << 20));
+    CHECK(ncclCommRegister(world, nccl_buf, 4 << 20, &reg));
+    CHECK(ncclCommDeregister(world, reg));
+    CHECK(ncclMemFree(nccl_buf));
     CHECK(ncclCommDestroy(half));
     CHECK(ncclCommDestroy(world));
     return 0;
