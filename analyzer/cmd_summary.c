@@ -1,20 +1,31 @@
 /*
  * cmd_summary.c - `cutrace summary DIR [--json]`: per process and per GPU,
- * what was called, what was allocated and freed, the peak, what was still
- * live at the end, how that compares to the last cudaMemGetInfo, and which
- * calls failed; its NCCL version and communicators (nccl.h; `cutrace
- * collectives` joins them across ranks); then a directory-wide view per GPU
- * uuid.
+ * what was called (the program's own calls apart from those the CUDA and
+ * NCCL libraries made inside them, driver entry-point lookups in one line),
+ * what was allocated and freed by kind of memory, the peak, what was still
+ * live at the end, which module (library or program) issued the GPU memory,
+ * how that compares to the last cudaMemGetInfo, and which calls failed; its
+ * NCCL version and communicators (nccl.h; `cutrace collectives` joins them
+ * across ranks); then a directory-wide view per GPU uuid.
+ *
+ * GPU memory is what cudaMemGetInfo sees used: device, managed and vmm
+ * (cuMemCreate on a device) allocations. Pinned host memory, cuMemCreate on
+ * the host, a peer's memory mapped here (ipc) and reserved address space are
+ * shown apart and never counted as GPU memory.
  *
  * The report is built in two passes over the traces and only then printed,
  * so a file found damaged halfway through produces a one-line error and no
  * partial report:
  *   1. per trace: process row, env, devices, per-API call statistics,
- *      failed calls and the last cudaMemGetInfo per device;
+ *      failed calls, driver lookups and the last cudaMemGetInfo per device;
  *   2. once every trace's last cudaMemGetInfo is known: one ordered walk over
- *      each trace's allocations for totals, peak, live-at-end and the live
- *      bytes at each cudaMemGetInfo moment (the process's own, and the
- *      latest one of each GPU for the directory-wide sum).
+ *      each trace's allocations for totals, peak, live-at-end per kind and
+ *      per issuing module, and the live bytes at each cudaMemGetInfo moment
+ *      (the process's own, and the latest one of each GPU for the
+ *      directory-wide sum).
+ *
+ * Traces of formats 1 and 2 record no modules and no driver lookups: their
+ * reports leave those sections out (JSON: null), see modules.h.
  *
  * Numbers from trace files are untrusted: arithmetic on them saturates
  * instead of overflowing, and negative sizes and durations (values of 2^63
@@ -23,6 +34,7 @@
 #include "cli.h"
 #include "errnames.h"
 #include "json.h"
+#include "modules.h"
 #include "nccl.h"
 #include "table.h"
 #include "trace.h"
@@ -36,15 +48,23 @@
 #include <string.h>
 
 #define TEXT_FAILED_CALLS 20 /* failed calls listed per device in text mode */
+#define TEXT_MODULES      16 /* modules listed per device in text mode */
 #define LABEL_WIDTH       11 /* "  command    ..." */
+/* Module names kept apart per process; the rest are summed under
+ * OTHER_MODULES, so that a hostile trace cannot make the report unbounded. */
+#define MAX_MODULE_GROUPS 256
+#define MAX_GROUP_PATHS   4 /* distinct paths kept per module name */
+#define UNKNOWN_MODULE    "(unknown)"
+#define OTHER_MODULES     "(other modules)"
 
 static const char usage[] =
     "usage: cutrace summary [--json] DIR\n"
     "\n"
     "Summarise every trace in DIR (a directory written by `cutrace run`, or one\n"
-    "trace file): per process and device, calls by API, bytes allocated and\n"
-    "freed, peak and live memory, the last cudaMemGetInfo with the memory the\n"
-    "trace does not explain, and failed calls; then one line per GPU.\n"
+    "trace file): per process and device, calls by API (nested calls apart),\n"
+    "bytes allocated and freed, peak and live memory by kind and by the module\n"
+    "that issued it, the last cudaMemGetInfo with the memory the trace does not\n"
+    "explain, and failed calls; then one line per GPU.\n"
     "\n"
     "options:\n"
     "  --json      one JSON document with raw numbers (bytes, nanoseconds)\n"
@@ -80,11 +100,38 @@ static void sort_array(void *base, size_t count, size_t size,
 
 /* ---- the report model ---- */
 
-enum mem_kind { KIND_DEVICE, KIND_MANAGED, KIND_HOST, KIND_IPC, KIND_OTHER, KIND_COUNT };
+/* allocations.kind values; GPU memory kinds first (is_gpu_kind). */
+enum mem_kind {
+    KIND_DEVICE,
+    KIND_MANAGED,
+    KIND_VMM,
+    KIND_HOST,
+    KIND_VMM_HOST,
+    KIND_IPC,
+    KIND_RESERVE,
+    KIND_OTHER,
+    KIND_COUNT
+};
 
-static const char *const kind_keys[KIND_COUNT] = {"device", "managed", "host", "ipc", "other"};
-static const char *const kind_labels[KIND_COUNT] = {"device", "managed", "host (pinned)",
-                                                    "ipc (peer's)", "other"};
+static const char *const kind_keys[KIND_COUNT] = {"device",   "managed", "vmm",     "host",
+                                                  "vmm_host", "ipc",     "reserve", "other"};
+static const char *const kind_labels[KIND_COUNT] = {
+    "device",
+    "managed",
+    "vmm (cuMemCreate)",
+    "host (pinned)",
+    "host (cuMemCreate)",
+    "ipc (peer's)",
+    "reserved VA (not memory)",
+    "other",
+};
+
+/* What cudaMemGetInfo counts as used: managed pages occupy the GPU once
+ * touched there, and cuMemCreate on a device is physical GPU memory. */
+static bool is_gpu_kind(enum mem_kind kind)
+{
+    return kind == KIND_DEVICE || kind == KIND_MANAGED || kind == KIND_VMM;
+}
 
 static enum mem_kind kind_from_name(const char *kind)
 {
@@ -101,10 +148,17 @@ struct mem_stats {
     int64_t peak_bytes, peak_seq, peak_t_ns; /* peak_seq < 0: no allocation yet */
 };
 
+/*
+ * Calls of one API on one device. For d->apis: every call (inside is NULL),
+ * with the share made at top level (not inside another traced call) in
+ * top_*. For d->nested: the nested calls of the API inside calls of the API
+ * `inside` (NULL: the parent is not in the trace), top_* unused.
+ */
 struct api_stats {
-    char *api, *layer, *role;
+    char *api, *layer, *role, *inside;
     int64_t calls, failed, nested, dur_ns;
     int64_t ok_size_bytes; /* sum of `size` over successful calls */
+    int64_t top_calls, top_failed, top_dur_ns, top_ok_size_bytes;
 };
 
 struct failed_call {
@@ -112,14 +166,30 @@ struct failed_call {
     char *api, *layer;
 };
 
-/* The live device+managed bytes of one process at a moment: either before event
- * `seq` (its own cudaMemGetInfo) or at monotonic time `t_ns` (another
- * process's, for the per-GPU sum). */
+/* The live GPU memory (device + managed + vmm) of one process at a moment:
+ * either before event `seq` (its own cudaMemGetInfo) or at monotonic time
+ * `t_ns` (another process's, for the per-GPU sum). */
 struct live_probe {
     bool active;
     bool by_time;
     int64_t at; /* seq or t_ns */
     int64_t live_bytes;
+    int64_t kind_bytes[KIND_COUNT]; /* live_bytes by kind; only GPU kinds are set */
+};
+
+/* The allocations of one module name (see module_basename) in a process. */
+struct module_group {
+    char *name;        /* basename, UNKNOWN_MODULE or OTHER_MODULES: unique in the process */
+    const char *label; /* module_label, or a static note; NULL: none */
+    char *paths[MAX_GROUP_PATHS]; /* the distinct paths seen, first ones only */
+    size_t npaths;
+};
+
+/* The allocations of one module group on one device. */
+struct module_mem {
+    size_t group;         /* index into the process's groups */
+    struct mem_stats gpu; /* device + managed + vmm together */
+    struct mem_stats kinds[KIND_COUNT];
 };
 
 struct device_report {
@@ -130,7 +200,12 @@ struct device_report {
     int64_t calls, failed;
     struct api_stats *apis;
     size_t napis, apis_cap;
+    struct api_stats *nested; /* nested calls by API and parent API */
+    size_t nnested, nested_cap;
     struct mem_stats mem[KIND_COUNT];
+    struct mem_stats gpu_mem;  /* GPU kinds together: its peak is the peak of the sum */
+    struct module_mem *modmem; /* by issuing module, when the trace records modules */
+    size_t nmodmem, modmem_cap;
     bool has_meminfo;
     int64_t meminfo_seq, meminfo_t_ns, meminfo_free, meminfo_total;
     struct live_probe own_probe; /* at this device's last cudaMemGetInfo */
@@ -159,6 +234,15 @@ struct process_report {
     struct device_report *devices;
     size_t ndevices, devices_cap;
     struct nccl_info nccl; /* present = false for traces from before NCCL was recorded */
+    int modules;           /* modules_check: 1 the trace records issuing modules, 0 not */
+    struct driver_lookups lookups;
+    struct module_group *groups;
+    size_t ngroups, groups_cap;
+    /* The group of the module path last looked up: allocations come in runs. */
+    bool has_last;
+    char *last_path; /* NULL: no module */
+    size_t last_group;
+    bool known_modules; /* an allocation's caller was in a recorded module */
 };
 
 struct gpu_report {
@@ -170,6 +254,7 @@ struct gpu_report {
     size_t meminfo_process; /* the process with the latest cudaMemGetInfo */
     int64_t meminfo_seq, meminfo_wall_ns, meminfo_free, meminfo_total;
     int64_t traced_live_bytes; /* summed over processes at that moment */
+    int64_t traced_kind_bytes[KIND_COUNT];
 };
 
 struct summary_report {
@@ -221,6 +306,7 @@ static struct device_report *find_device(struct process_report *p, int64_t ordin
     d->gpu = SIZE_MAX;
     for (int k = 0; k < KIND_COUNT; k++)
         d->mem[k].peak_seq = -1;
+    d->gpu_mem.peak_seq = -1;
     return d;
 }
 
@@ -324,6 +410,24 @@ static int load_devices(struct process_report *p)
     return rc;
 }
 
+/* The role of an API in this trace's apis table, copied; NULL if unknown. */
+static char *api_role(const struct trace *t, const char *api)
+{
+    const struct trace_api *info = trace_api_by_name(t, api);
+    return info && info->role ? xstrdup(info->role) : NULL;
+}
+
+static bool is_lookup_role(const char *role)
+{
+    return role && strcmp(role, "lookup") == 0;
+}
+
+/*
+ * Per device and API: every call, and the share made at top level. A call
+ * is nested when another traced call of its thread was in progress (a
+ * driver call the runtime or NCCL made for the program); NULL counts as top
+ * level, like the `nested` sum, so that top + nested = all.
+ */
 static int load_call_stats(struct process_report *p)
 {
     struct trace *t = p->trace;
@@ -332,7 +436,11 @@ static int load_call_stats(struct process_report *p)
         "SELECT coalesce(device, -1) AS dev, api, layer, count(*), sum(result <> 0),"
         " sum(nested <> 0), " TRACE_SUM_FUNCTION "(dur_ns),"
         " " TRACE_SUM_FUNCTION "(CASE WHEN result = 0 THEN size END),"
-        " " TRACE_SUM_FUNCTION "(wait_ns), sum(wait_ns > 0), min(t_ns), max(t_ns + max(dur_ns, 0))"
+        " " TRACE_SUM_FUNCTION "(wait_ns), sum(wait_ns > 0), min(t_ns), max(t_ns + max(dur_ns, 0)),"
+        " sum(coalesce(nested, 0) = 0),"
+        " sum(CASE WHEN coalesce(nested, 0) = 0 THEN result <> 0 END),"
+        " " TRACE_SUM_FUNCTION "(CASE WHEN coalesce(nested, 0) = 0 THEN dur_ns END),"
+        " " TRACE_SUM_FUNCTION "(CASE WHEN coalesce(nested, 0) = 0 AND result = 0 THEN size END)"
         " FROM calls GROUP BY dev, api, layer ORDER BY dev, api, layer",
         "");
     if (!stmt)
@@ -345,13 +453,16 @@ static int load_call_stats(struct process_report *p)
         memset(a, 0, sizeof(*a));
         a->api = col_text(stmt, 1);
         a->layer = col_text(stmt, 2);
-        const struct trace_api *info = trace_api_by_name(t, a->api);
-        a->role = info && info->role ? xstrdup(info->role) : NULL;
+        a->role = api_role(t, a->api);
         a->calls = col_int(stmt, 3, 0);
         a->failed = col_int(stmt, 4, 0);
         a->nested = col_int(stmt, 5, 0);
         a->dur_ns = col_int(stmt, 6, 0);
         a->ok_size_bytes = col_int(stmt, 7, 0);
+        a->top_calls = col_int(stmt, 12, 0);
+        a->top_failed = col_int(stmt, 13, 0);
+        a->top_dur_ns = col_int(stmt, 14, 0);
+        a->top_ok_size_bytes = col_int(stmt, 15, 0);
         d->calls = sat_add(d->calls, a->calls);
         d->failed = sat_add(d->failed, a->failed);
         p->calls = sat_add(p->calls, a->calls);
@@ -372,6 +483,45 @@ static int load_call_stats(struct process_report *p)
     return rc;
 }
 
+/* Nested calls per device, API and the API of the call they were made in
+ * ("cuMemAlloc_v2 inside cudaMalloc"): the libraries' own calls. */
+static int load_nested_calls(struct process_report *p)
+{
+    struct trace *t = p->trace;
+    sqlite3_stmt *stmt =
+        trace_query(t,
+                    "SELECT coalesce(c.device, -1) AS dev, c.api, c.layer,"
+                    " (SELECT x.api FROM calls x WHERE x.seq = c.parent_seq) AS inside, count(*),"
+                    " sum(c.result <> 0), " TRACE_SUM_FUNCTION "(c.dur_ns),"
+                    " " TRACE_SUM_FUNCTION "(CASE WHEN c.result = 0 THEN c.size END)"
+                    " FROM calls c WHERE c.nested <> 0 GROUP BY dev, c.api, c.layer, inside"
+                    " ORDER BY dev, c.api, c.layer, inside",
+                    "");
+    if (!stmt)
+        return -1;
+    int rc;
+    while ((rc = trace_step(t, stmt)) == 1) {
+        struct device_report *d = find_device(p, col_int(stmt, 0, -1), true);
+        d->nested = xgrow(d->nested, &d->nested_cap, d->nnested + 1, sizeof(*d->nested));
+        struct api_stats *a = &d->nested[d->nnested++];
+        memset(a, 0, sizeof(*a));
+        a->api = col_text(stmt, 1);
+        a->layer = col_text(stmt, 2);
+        a->role = api_role(t, a->api);
+        a->inside = col_text(stmt, 3);
+        a->calls = col_int(stmt, 4, 0);
+        a->nested = a->calls;
+        a->failed = col_int(stmt, 5, 0);
+        a->dur_ns = col_int(stmt, 6, 0);
+        a->ok_size_bytes = col_int(stmt, 7, 0);
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+/* Failed calls, except driver lookups: a lookup of a symbol the driver
+ * lacks is how libraries probe for features, routinely by the dozen; the
+ * lookups line counts them instead. */
 static int load_failed_calls(struct process_report *p)
 {
     struct trace *t = p->trace;
@@ -383,6 +533,10 @@ static int load_failed_calls(struct process_report *p)
         return -1;
     int rc;
     while ((rc = trace_step(t, stmt)) == 1) {
+        const struct trace_api *info =
+            trace_api_by_name(t, (const char *)sqlite3_column_text(stmt, 3));
+        if (info && is_lookup_role(info->role))
+            continue;
         struct device_report *d = find_device(p, col_int(stmt, 2, -1), true);
         d->failed_calls =
             xgrow(d->failed_calls, &d->failed_cap, d->nfailed + 1, sizeof(*d->failed_calls));
@@ -435,7 +589,14 @@ static int compare_api_stats(const void *a, const void *b)
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
     int c = strcmp(x->api ? x->api : "", y->api ? y->api : "");
-    return c ? c : strcmp(x->layer ? x->layer : "", y->layer ? y->layer : "");
+    if (c == 0)
+        c = strcmp(x->layer ? x->layer : "", y->layer ? y->layer : "");
+    if (c != 0 || x->inside == y->inside)
+        return c;
+    /* NULL (parent unknown) after every name. */
+    if (!x->inside || !y->inside)
+        return x->inside ? -1 : 1;
+    return strcmp(x->inside, y->inside);
 }
 
 static int compare_devices(const void *a, const void *b)
@@ -446,14 +607,20 @@ static int compare_devices(const void *a, const void *b)
 
 static int load_pass1(struct process_report *p)
 {
+    p->modules = modules_check(p->trace);
+    if (p->modules < 0)
+        return -1;
     if (load_process(p) != 0 || load_devices(p) != 0 || load_call_stats(p) != 0 ||
-        load_failed_calls(p) != 0 || load_meminfo(p) != 0 ||
-        nccl_load(p->trace, false, true, &p->nccl) != 0)
+        load_nested_calls(p) != 0 || load_failed_calls(p) != 0 || load_meminfo(p) != 0 ||
+        nccl_load(p->trace, false, true, &p->nccl) != 0 ||
+        driver_lookups_load(p->trace, p->modules, &p->lookups) != 0)
         return -1;
     sort_array(p->devices, p->ndevices, sizeof(*p->devices), compare_devices);
-    for (size_t i = 0; i < p->ndevices; i++)
-        sort_array(p->devices[i].apis, p->devices[i].napis, sizeof(*p->devices[i].apis),
-                   compare_api_stats);
+    for (size_t i = 0; i < p->ndevices; i++) {
+        struct device_report *d = &p->devices[i];
+        sort_array(d->apis, d->napis, sizeof(*d->apis), compare_api_stats);
+        sort_array(d->nested, d->nnested, sizeof(*d->nested), compare_api_stats);
+    }
     return 0;
 }
 
@@ -557,6 +724,7 @@ struct pending_free {
     int64_t seq;
     int64_t size;
     size_t device; /* index: the devices array may grow during the walk */
+    size_t modmem; /* index into that device's modmem, SIZE_MAX: modules not recorded */
     enum mem_kind kind;
 };
 
@@ -601,33 +769,162 @@ static struct pending_free heap_pop(struct free_heap *h)
     return top;
 }
 
-static void apply_free(struct process_report *p, const struct pending_free *f)
+/*
+ * Counts an allocation made at seq into m: its bytes, its free (counted
+ * when made: the view knows the end already) and, while it lives, the live
+ * bytes and the peak. Returns whether it is live after seq.
+ */
+static bool mem_alloc(struct mem_stats *m, int64_t seq, int64_t t_ns, int64_t size, bool freed,
+                      int64_t free_seq)
 {
-    assert(f->device < p->ndevices);
-    struct mem_stats *m = &p->devices[f->device].mem[f->kind];
-    m->live_bytes = sat_sub(m->live_bytes, f->size);
+    m->allocs = sat_add(m->allocs, 1);
+    m->allocated_bytes = sat_add(m->allocated_bytes, size);
+    if (freed) {
+        m->frees = sat_add(m->frees, 1);
+        m->freed_bytes = sat_add(m->freed_bytes, size);
+    }
+    /* A free at or before its own allocation (damaged trace) never lived. */
+    if (freed && free_seq <= seq)
+        return false;
+    m->live_bytes = sat_add(m->live_bytes, size);
+    m->live_allocs = sat_add(m->live_allocs, 1);
+    if (m->live_bytes > m->peak_bytes || m->peak_seq < 0) {
+        m->peak_bytes = m->live_bytes;
+        m->peak_seq = seq;
+        m->peak_t_ns = t_ns;
+    }
+    return true;
+}
+
+static void mem_release(struct mem_stats *m, int64_t size)
+{
+    m->live_bytes = sat_sub(m->live_bytes, size);
     if (m->live_bytes < 0) /* only reachable through saturation on garbage */
         m->live_bytes = 0;
     if (m->live_allocs > 0)
         m->live_allocs--;
 }
 
+static void apply_free(struct process_report *p, const struct pending_free *f)
+{
+    assert(f->device < p->ndevices);
+    struct device_report *d = &p->devices[f->device];
+    mem_release(&d->mem[f->kind], f->size);
+    if (is_gpu_kind(f->kind))
+        mem_release(&d->gpu_mem, f->size);
+    if (f->modmem != SIZE_MAX) {
+        assert(f->modmem < d->nmodmem);
+        struct module_mem *mm = &d->modmem[f->modmem];
+        mem_release(&mm->kinds[f->kind], f->size);
+        if (is_gpu_kind(f->kind))
+            mem_release(&mm->gpu, f->size);
+    }
+}
+
 /* Adds an allocation alive at the probe's moment: made before it (by seq:
  * strictly before the cudaMemGetInfo call; by time: at or before) and not
  * ended by then. */
-static void probe(struct live_probe *probe, int64_t start, int64_t end, bool freed, int64_t size)
+static void probe(struct live_probe *probe, enum mem_kind kind, int64_t start, int64_t end,
+                  bool freed, int64_t size)
 {
     if (!probe->active)
         return;
     bool made = probe->by_time ? start <= probe->at : start < probe->at;
-    if (made && (!freed || end > probe->at))
+    if (made && (!freed || end > probe->at)) {
         probe->live_bytes = sat_add(probe->live_bytes, size);
+        probe->kind_bytes[kind] = sat_add(probe->kind_bytes[kind], size);
+    }
+}
+
+static void add_group_path(struct module_group *g, const char *path)
+{
+    if (!path || !path[0])
+        return;
+    for (size_t i = 0; i < g->npaths; i++)
+        if (strcmp(g->paths[i], path) == 0)
+            return;
+    if (g->npaths < MAX_GROUP_PATHS)
+        g->paths[g->npaths++] = xstrdup(path);
+}
+
+static size_t new_group(struct process_report *p, const char *name, const char *label)
+{
+    p->groups = xgrow(p->groups, &p->groups_cap, p->ngroups + 1, sizeof(*p->groups));
+    struct module_group *g = &p->groups[p->ngroups];
+    memset(g, 0, sizeof(*g));
+    g->name = xstrdup(name);
+    g->label = label;
+    return p->ngroups++;
+}
+
+/*
+ * The group of an allocation whose allocations.module is `path` (NULL: the
+ * caller is in no recorded module). Groups are by module_display_name, the
+ * name people know a library by; past MAX_MODULE_GROUPS names the rest
+ * share OTHER_MODULES.
+ */
+static size_t find_group(struct process_report *p, const char *path)
+{
+    if (p->has_last &&
+        (path && p->last_path ? strcmp(path, p->last_path) == 0 : !path && !p->last_path))
+        return p->last_group;
+    char *name = module_display_name(path);
+    const char *key = name[0] ? name : UNKNOWN_MODULE;
+    size_t found = SIZE_MAX, other = SIZE_MAX;
+    for (size_t i = 0; i < p->ngroups && found == SIZE_MAX; i++) {
+        if (strcmp(p->groups[i].name, key) == 0)
+            found = i;
+        else if (strcmp(p->groups[i].name, OTHER_MODULES) == 0)
+            other = i;
+    }
+    if (found == SIZE_MAX && p->ngroups < MAX_MODULE_GROUPS) {
+        const char *label = strcmp(key, UNKNOWN_MODULE) == 0
+                                ? "caller outside every recorded module"
+                                : module_label(key, p->exe);
+        found = new_group(p, key, label);
+        add_group_path(&p->groups[found], path);
+    } else if (found == SIZE_MAX) {
+        /* Its paths would be many and mean nothing together: none kept. */
+        found =
+            other != SIZE_MAX ? other : new_group(p, OTHER_MODULES, "more module names than shown");
+    } else {
+        add_group_path(&p->groups[found], path);
+    }
+    free(name);
+    assert(found < p->ngroups && p->ngroups <= MAX_MODULE_GROUPS + 1);
+    free(p->last_path);
+    p->last_path = path ? xstrdup(path) : NULL;
+    p->has_last = true;
+    p->last_group = found;
+    return found;
+}
+
+/* The device's entry for a module group, made on first use. */
+static size_t find_modmem(struct device_report *d, size_t group)
+{
+    for (size_t i = 0; i < d->nmodmem; i++)
+        if (d->modmem[i].group == group)
+            return i;
+    d->modmem = xgrow(d->modmem, &d->modmem_cap, d->nmodmem + 1, sizeof(*d->modmem));
+    struct module_mem *mm = &d->modmem[d->nmodmem];
+    memset(mm, 0, sizeof(*mm));
+    mm->group = group;
+    mm->gpu.peak_seq = -1;
+    for (int k = 0; k < KIND_COUNT; k++)
+        mm->kinds[k].peak_seq = -1;
+    return d->nmodmem++;
 }
 
 static int walk_allocations(struct process_report *p)
 {
     struct trace *t = p->trace;
-    sqlite3_stmt *stmt = trace_query(t,
+    /* allocations.module exists from format 3 on (modules.h). */
+    sqlite3_stmt *stmt =
+        p->modules > 0 ? trace_query(t,
+                                     "SELECT seq, t_ns, coalesce(device, -1), kind, size,"
+                                     " free_seq, free_t_ns, module FROM allocations ORDER BY seq",
+                                     "")
+                       : trace_query(t,
                                      "SELECT seq, t_ns, coalesce(device, -1), kind, size,"
                                      " free_seq, free_t_ns FROM allocations ORDER BY seq",
                                      "");
@@ -647,6 +944,13 @@ static int walk_allocations(struct process_report *p)
         bool freed = !col_is_null(stmt, 5);
         int64_t free_seq = col_int(stmt, 5, 0);
         int64_t free_t_ns = col_int(stmt, 6, 0);
+        size_t modmem = SIZE_MAX;
+        if (p->modules > 0) {
+            const char *module = (const char *)sqlite3_column_text(stmt, 7);
+            modmem = find_modmem(d, find_group(p, module));
+            if (module)
+                p->known_modules = true;
+        }
 
         /* Frees at this seq come first: a pointer handed out again ends its
          * previous allocation at the same seq, and must not count twice. */
@@ -655,30 +959,21 @@ static int walk_allocations(struct process_report *p)
             apply_free(p, &f);
         }
 
-        struct mem_stats *m = &d->mem[kind];
-        m->allocs = sat_add(m->allocs, 1);
-        m->allocated_bytes = sat_add(m->allocated_bytes, size);
-        if (freed) {
-            m->frees = sat_add(m->frees, 1);
-            m->freed_bytes = sat_add(m->freed_bytes, size);
+        bool live = mem_alloc(&d->mem[kind], seq, t_ns, size, freed, free_seq);
+        if (is_gpu_kind(kind))
+            mem_alloc(&d->gpu_mem, seq, t_ns, size, freed, free_seq);
+        if (modmem != SIZE_MAX) {
+            struct module_mem *mm = &d->modmem[modmem];
+            mem_alloc(&mm->kinds[kind], seq, t_ns, size, freed, free_seq);
+            if (is_gpu_kind(kind))
+                mem_alloc(&mm->gpu, seq, t_ns, size, freed, free_seq);
         }
-        if (!freed || free_seq > seq) {
-            m->live_bytes = sat_add(m->live_bytes, size);
-            m->live_allocs = sat_add(m->live_allocs, 1);
-            if (m->live_bytes > m->peak_bytes || m->peak_seq < 0) {
-                m->peak_bytes = m->live_bytes;
-                m->peak_seq = seq;
-                m->peak_t_ns = t_ns;
-            }
-            if (freed)
-                heap_push(&heap,
-                          (struct pending_free){free_seq, size, (size_t)(d - p->devices), kind});
-        }
-        /* GPU allocations: managed memory counts, as cudaMemGetInfo sees
-         * its pages once they are on the device. */
-        if (kind == KIND_DEVICE || kind == KIND_MANAGED) {
-            probe(&d->own_probe, seq, free_seq, freed, size);
-            probe(&d->gpu_probe, t_ns, free_t_ns, freed, size);
+        if (live && freed)
+            heap_push(&heap, (struct pending_free){free_seq, size, (size_t)(d - p->devices), modmem,
+                                                   kind});
+        if (is_gpu_kind(kind)) {
+            probe(&d->own_probe, kind, seq, free_seq, freed, size);
+            probe(&d->gpu_probe, kind, t_ns, free_t_ns, freed, size);
         }
     }
     sqlite3_finalize(stmt);
@@ -735,11 +1030,15 @@ static int build_report(struct summary_report *r, struct trace_set *set)
         struct gpu_report *g = &r->gpus[gi];
         for (size_t k = 0; k < g->nprocesses; k++) {
             struct process_report *p = &r->processes[g->processes[k]];
-            for (size_t di = 0; di < p->ndevices; di++)
-                if (p->devices[di].uuid && strcmp(p->devices[di].uuid, g->uuid) == 0 &&
-                    p->devices[di].gpu_probe.active)
-                    g->traced_live_bytes =
-                        sat_add(g->traced_live_bytes, p->devices[di].gpu_probe.live_bytes);
+            for (size_t di = 0; di < p->ndevices; di++) {
+                const struct device_report *d = &p->devices[di];
+                if (!d->uuid || strcmp(d->uuid, g->uuid) != 0 || !d->gpu_probe.active)
+                    continue;
+                g->traced_live_bytes = sat_add(g->traced_live_bytes, d->gpu_probe.live_bytes);
+                for (int kind = 0; kind < KIND_COUNT; kind++)
+                    g->traced_kind_bytes[kind] =
+                        sat_add(g->traced_kind_bytes[kind], d->gpu_probe.kind_bytes[kind]);
+            }
         }
     }
     return 0;
@@ -755,7 +1054,16 @@ static void free_report(struct summary_report *r)
                 free(d->apis[a].api);
                 free(d->apis[a].layer);
                 free(d->apis[a].role);
+                assert(!d->apis[a].inside);
             }
+            for (size_t a = 0; a < d->nnested; a++) {
+                free(d->nested[a].api);
+                free(d->nested[a].layer);
+                free(d->nested[a].role);
+                free(d->nested[a].inside);
+            }
+            free(d->nested);
+            free(d->modmem);
             for (size_t f = 0; f < d->nfailed; f++) {
                 free(d->failed_calls[f].api);
                 free(d->failed_calls[f].layer);
@@ -772,6 +1080,13 @@ static void free_report(struct summary_report *r)
         }
         free(p->env);
         free(p->devices);
+        for (size_t g = 0; g < p->ngroups; g++) {
+            free(p->groups[g].name);
+            for (size_t k = 0; k < p->groups[g].npaths; k++)
+                free(p->groups[g].paths[k]);
+        }
+        free(p->groups);
+        free(p->last_path);
         nccl_info_free(&p->nccl);
         free(p->host);
         free(p->cmdline);
@@ -913,6 +1228,19 @@ static void print_process_header(const struct process_report *p)
     snprintf(line, sizeof(line), "%" PRId64 " (%" PRId64 " failed, %" PRId64 " nested)", p->calls,
              p->failed, p->nested);
     print_label("calls", line);
+    if (p->lookups.present && p->lookups.calls > 0) {
+        const struct driver_lookups *l = &p->lookups;
+        size_t len = (size_t)snprintf(line, sizeof(line),
+                                      "%" PRId64 " driver lookups of %" PRId64 " symbols (%" PRId64
+                                      " wrapped by cutrace",
+                                      l->calls, l->symbols, l->wrapped);
+        if (l->failed > 0 && len < sizeof(line))
+            len +=
+                (size_t)snprintf(line + len, sizeof(line) - len, ", %" PRId64 " failed", l->failed);
+        if (len < sizeof(line))
+            snprintf(line + len, sizeof(line) - len, ")");
+        print_label("lookups", line);
+    }
     if (p->wait_ns > 0) {
         format_duration(a, sizeof(a), p->wait_ns);
         snprintf(line, sizeof(line), "%s in %" PRId64 " calls waiting for the tracer's buffer", a,
@@ -1006,31 +1334,101 @@ static void print_communicators(const struct process_report *p)
     table_free(tab);
 }
 
+static int compare_top_level(const void *a, const void *b)
+{
+    const struct api_stats *x = *(const struct api_stats *const *)a,
+                           *y = *(const struct api_stats *const *)b;
+    if (x->top_calls != y->top_calls)
+        return x->top_calls > y->top_calls ? -1 : 1;
+    return compare_api_stats(x, y);
+}
+
+/* The calls the program made itself (or the libraries it calls: what is
+ * not inside another traced call); driver lookups are in their own line. */
 static void print_api_table(const struct device_report *d)
 {
     static const struct table_column columns[] = {
-        {"api", TABLE_LEFT, 40},       {"layer", TABLE_LEFT, 8},   {"calls", TABLE_RIGHT, 0},
-        {"failed", TABLE_RIGHT, 0},    {"nested", TABLE_RIGHT, 0}, {"bytes", TABLE_RIGHT, 0},
+        {"api", TABLE_LEFT, 40},    {"layer", TABLE_LEFT, 8},  {"calls", TABLE_RIGHT, 0},
+        {"failed", TABLE_RIGHT, 0}, {"bytes", TABLE_RIGHT, 0}, {"host time", TABLE_RIGHT, 0},
+    };
+    const struct api_stats **rows = xcalloc(d->napis + 1, sizeof(*rows));
+    size_t nrows = 0;
+    for (size_t i = 0; i < d->napis; i++)
+        if (d->apis[i].top_calls > 0 && !is_lookup_role(d->apis[i].role))
+            rows[nrows++] = &d->apis[i];
+    sort_array(rows, nrows, sizeof(*rows), compare_top_level);
+    struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    char buf[UNITS_BUF];
+    for (size_t i = 0; i < nrows; i++) {
+        const struct api_stats *a = rows[i];
+        table_cell(tab, a->api ? a->api : "?");
+        table_cell(tab, a->layer ? a->layer : "?");
+        table_cellf(tab, "%" PRId64, a->top_calls);
+        table_cellf(tab, "%" PRId64, a->top_failed);
+        table_cell(tab, api_reports_bytes(a)
+                            ? format_bytes(buf, sizeof(buf), (uint64_t)a->top_ok_size_bytes)
+                            : "");
+        table_cell(tab, format_duration(buf, sizeof(buf), a->top_dur_ns));
+    }
+    if (table_rows(tab) > 0)
+        table_print(tab, stdout, 4);
+    else
+        printf("    no top-level calls (only nested calls or driver lookups)\n");
+    table_free(tab);
+    free(rows);
+}
+
+/* Calls made inside other traced calls: the runtime's own driver calls,
+ * NCCL's cuMem* calls in ncclCommInitRank, and so on. Apart, so that the
+ * table above reads as what the program asked for. */
+static void print_nested_table(const struct device_report *d)
+{
+    static const struct table_column columns[] = {
+        {"nested call", TABLE_LEFT, 40}, {"layer", TABLE_LEFT, 8},   {"inside", TABLE_LEFT, 32},
+        {"calls", TABLE_RIGHT, 0},       {"failed", TABLE_RIGHT, 0}, {"bytes", TABLE_RIGHT, 0},
         {"host time", TABLE_RIGHT, 0},
     };
     struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
     char buf[UNITS_BUF];
-    for (size_t i = 0; i < d->napis; i++) {
-        const struct api_stats *a = &d->apis[i];
+    for (size_t i = 0; i < d->nnested; i++) {
+        const struct api_stats *a = &d->nested[i];
+        if (is_lookup_role(a->role))
+            continue;
         table_cell(tab, a->api ? a->api : "?");
         table_cell(tab, a->layer ? a->layer : "?");
+        table_cell(tab, a->inside ? a->inside : "? (not in the trace)");
         table_cellf(tab, "%" PRId64, a->calls);
         table_cellf(tab, "%" PRId64, a->failed);
-        table_cellf(tab, "%" PRId64, a->nested);
         table_cell(tab, api_reports_bytes(a)
                             ? format_bytes(buf, sizeof(buf), (uint64_t)a->ok_size_bytes)
                             : "");
         table_cell(tab, format_duration(buf, sizeof(buf), a->dur_ns));
     }
-    table_print(tab, stdout, 4);
+    if (table_rows(tab) > 0) {
+        putchar('\n');
+        table_print(tab, stdout, 4);
+    }
     table_free(tab);
 }
 
+static void memory_row(struct table *tab, const char *label, const struct process_report *p,
+                       const struct mem_stats *m)
+{
+    char buf[UNITS_BUF];
+    table_cell(tab, label);
+    table_cellf(tab, "%" PRId64, m->allocs);
+    table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->allocated_bytes));
+    table_cellf(tab, "%" PRId64, m->frees);
+    table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->freed_bytes));
+    table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->live_bytes));
+    table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->peak_bytes));
+    format_offset(buf, sizeof(buf), sat_sub(m->peak_t_ns, time_origin(p)));
+    table_cellf(tab, "seq %" PRId64 " (%s)", m->peak_seq, buf);
+}
+
+/* Kinds in enum order: GPU memory first, then (when more than one GPU kind
+ * was used) their total, whose peak is the peak of the sum, then the kinds
+ * that are not GPU memory. */
 static void print_memory_table(const struct process_report *p, const struct device_report *d)
 {
     static const struct table_column columns[] = {
@@ -1039,26 +1437,78 @@ static void print_memory_table(const struct process_report *p, const struct devi
         {"peak live", TABLE_RIGHT, 0}, {"peak at", TABLE_LEFT, 0},
     };
     struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
-    char buf[UNITS_BUF];
+    int gpu_kinds = 0;
+    for (int k = 0; k < KIND_COUNT; k++)
+        if (is_gpu_kind((enum mem_kind)k) && d->mem[k].allocs > 0)
+            gpu_kinds++;
     for (int k = 0; k < KIND_COUNT; k++) {
-        const struct mem_stats *m = &d->mem[k];
-        if (m->allocs == 0)
-            continue;
-        table_cell(tab, kind_labels[k]);
-        table_cellf(tab, "%" PRId64, m->allocs);
-        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->allocated_bytes));
-        table_cellf(tab, "%" PRId64, m->frees);
-        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->freed_bytes));
-        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->live_bytes));
-        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->peak_bytes));
-        format_offset(buf, sizeof(buf), sat_sub(m->peak_t_ns, time_origin(p)));
-        table_cellf(tab, "seq %" PRId64 " (%s)", m->peak_seq, buf);
+        if (k == KIND_HOST && gpu_kinds > 1)
+            memory_row(tab, "= GPU memory", p, &d->gpu_mem);
+        if (d->mem[k].allocs > 0)
+            memory_row(tab, kind_labels[k], p, &d->mem[k]);
     }
     if (table_rows(tab) > 0) {
         putchar('\n');
         table_print(tab, stdout, 4);
     }
     table_free(tab);
+}
+
+/* Text order of a device's modules: most GPU memory live at the end first,
+ * then highest peak, then by name. */
+struct module_row {
+    const struct module_mem *mm;
+    const struct module_group *group;
+};
+
+static int compare_module_rows(const void *a, const void *b)
+{
+    const struct module_row *x = a, *y = b;
+    if (x->mm->gpu.live_bytes != y->mm->gpu.live_bytes)
+        return x->mm->gpu.live_bytes > y->mm->gpu.live_bytes ? -1 : 1;
+    if (x->mm->gpu.peak_bytes != y->mm->gpu.peak_bytes)
+        return x->mm->gpu.peak_bytes > y->mm->gpu.peak_bytes ? -1 : 1;
+    return strcmp(x->group->name, y->group->name);
+}
+
+/* GPU memory by the module that issued it: "libnccl.so.2  NCCL's own
+ * buffers  212.00 MiB", which needs no stacks. */
+static void print_module_table(const struct process_report *p, const struct device_report *d)
+{
+    static const struct table_column columns[] = {
+        {"issued by", TABLE_LEFT, 32},   {"what", TABLE_LEFT, 36},
+        {"allocs", TABLE_RIGHT, 0},      {"allocated", TABLE_RIGHT, 0},
+        {"live at end", TABLE_RIGHT, 0}, {"peak live", TABLE_RIGHT, 0},
+    };
+    struct module_row *rows = xcalloc(d->nmodmem + 1, sizeof(*rows));
+    size_t nrows = 0;
+    for (size_t i = 0; i < d->nmodmem; i++) {
+        if (d->modmem[i].gpu.allocs == 0)
+            continue;
+        assert(d->modmem[i].group < p->ngroups);
+        rows[nrows++] = (struct module_row){&d->modmem[i], &p->groups[d->modmem[i].group]};
+    }
+    sort_array(rows, nrows, sizeof(*rows), compare_module_rows);
+    struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
+    char buf[UNITS_BUF];
+    size_t shown = nrows < TEXT_MODULES ? nrows : TEXT_MODULES;
+    for (size_t i = 0; i < shown; i++) {
+        const struct mem_stats *m = &rows[i].mm->gpu;
+        table_cell(tab, rows[i].group->name);
+        table_cell(tab, rows[i].group->label ? rows[i].group->label : "");
+        table_cellf(tab, "%" PRId64, m->allocs);
+        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->allocated_bytes));
+        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->live_bytes));
+        table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)m->peak_bytes));
+    }
+    if (table_rows(tab) > 0) {
+        printf("\n    GPU memory (device, managed, vmm) by the module that allocated it\n");
+        table_print(tab, stdout, 4);
+    }
+    if (nrows > shown)
+        printf("    ... and %zu more (all of them with --json)\n", nrows - shown);
+    table_free(tab);
+    free(rows);
 }
 
 static void print_meminfo(const struct summary_report *r, const struct process_report *p,
@@ -1078,7 +1528,7 @@ static void print_meminfo(const struct summary_report *r, const struct process_r
                         sat_sub(used_bytes, d->own_probe.live_bytes));
     printf("\n    last cudaMemGetInfo: seq %" PRId64 " at %s: free %s of %s, used %s\n",
            d->meminfo_seq, at, free_text, total, used);
-    printf("    traced live device+managed then: %s; unexplained: %s\n", live, unexplained);
+    printf("    traced live device+managed+vmm then: %s; unexplained: %s\n", live, unexplained);
     size_t others = gpu_neighbours(r, d);
     if (others > 0)
         printf("    (used includes %zu other traced process%s on this GPU: see the GPU table)\n",
@@ -1133,11 +1583,17 @@ static void print_device(const struct summary_report *r, const struct process_re
         }
         putchar('\n');
     }
-    if (d->napis > 0)
+    if (d->napis > 0) {
         print_api_table(d);
-    else
+        print_nested_table(d);
+    } else {
         printf("    no calls\n");
+    }
     print_memory_table(p, d);
+    /* Without a single known module (the tracer could not map callers) the
+     * table would be one "(unknown)" row: JSON still has it. */
+    if (p->modules > 0 && p->known_modules)
+        print_module_table(p, d);
     print_meminfo(r, p, d);
     print_failed_calls(p, d);
 }
@@ -1210,7 +1666,8 @@ static void print_text(const struct summary_report *r)
         putchar('\n');
         print_gpu_table(r);
         printf("  used: total - free at the GPU's latest cudaMemGetInfo among these traces;\n"
-               "  traced live: device and managed allocations of all these processes live then\n");
+               "  traced live: device, managed and vmm allocations of all these processes live "
+               "then\n");
     }
 }
 
@@ -1237,6 +1694,103 @@ static void json_opt_int(struct json_writer *w, const char *key, bool present, i
         json_kv_null(w, key);
 }
 
+static void json_mem_stats(struct json_writer *w, const struct process_report *p,
+                           const struct mem_stats *m)
+{
+    json_object_begin(w);
+    json_kv_int(w, "allocs", m->allocs);
+    json_kv_int(w, "allocated_bytes", m->allocated_bytes);
+    json_kv_int(w, "frees", m->frees);
+    json_kv_int(w, "freed_bytes", m->freed_bytes);
+    json_kv_int(w, "live_allocs", m->live_allocs);
+    json_kv_int(w, "live_bytes", m->live_bytes);
+    json_kv_int(w, "peak_bytes", m->peak_bytes);
+    json_opt_int(w, "peak_seq", m->peak_seq >= 0, m->peak_seq);
+    if (m->peak_seq >= 0)
+        json_rel_time(w, "peak_at_ns", p, m->peak_t_ns);
+    else
+        json_kv_null(w, "peak_at_ns");
+    json_object_end(w);
+}
+
+/* {"device": n, "managed": n, "vmm": n}: the GPU kinds of a live sum. */
+static void json_gpu_kinds(struct json_writer *w, const char *key, const int64_t *kind_bytes)
+{
+    json_key(w, key);
+    json_object_begin(w);
+    for (int k = 0; k < KIND_COUNT; k++)
+        if (is_gpu_kind((enum mem_kind)k))
+            json_kv_int(w, kind_keys[k], kind_bytes[k]);
+    json_object_end(w);
+}
+
+static int compare_module_names(const void *a, const void *b)
+{
+    const struct module_row *x = a, *y = b;
+    return strcmp(x->group->name, y->group->name);
+}
+
+/* "modules": {"libnccl.so.2": {...}, ...} by name (unique per process),
+ * null for a trace that does not record modules. */
+static void json_modules(struct json_writer *w, const struct process_report *p,
+                         const struct device_report *d)
+{
+    json_key(w, "modules");
+    if (p->modules <= 0) {
+        json_null(w);
+        return;
+    }
+    struct module_row *rows = xcalloc(d->nmodmem + 1, sizeof(*rows));
+    for (size_t i = 0; i < d->nmodmem; i++) {
+        assert(d->modmem[i].group < p->ngroups);
+        rows[i] = (struct module_row){&d->modmem[i], &p->groups[d->modmem[i].group]};
+    }
+    sort_array(rows, d->nmodmem, sizeof(*rows), compare_module_names);
+    json_object_begin(w);
+    for (size_t i = 0; i < d->nmodmem; i++) {
+        const struct module_group *g = rows[i].group;
+        json_key(w, g->name);
+        json_object_begin(w);
+        json_kv_string(w, "label", g->label);
+        json_key(w, "paths");
+        json_array_begin(w);
+        for (size_t k = 0; k < g->npaths; k++)
+            json_string(w, g->paths[k]);
+        json_array_end(w);
+        json_key(w, "gpu_memory");
+        json_mem_stats(w, p, &rows[i].mm->gpu);
+        json_key(w, "memory");
+        json_object_begin(w);
+        for (int k = 0; k < KIND_COUNT; k++) {
+            if (rows[i].mm->kinds[k].allocs == 0)
+                continue;
+            json_key(w, kind_keys[k]);
+            json_mem_stats(w, p, &rows[i].mm->kinds[k]);
+        }
+        json_object_end(w);
+        json_object_end(w);
+    }
+    json_object_end(w);
+    free(rows);
+}
+
+static void json_api_stats(struct json_writer *w, const struct api_stats *a, bool nested)
+{
+    json_object_begin(w);
+    json_kv_string(w, "api", a->api);
+    json_kv_string(w, "layer", a->layer);
+    json_kv_string(w, "role", a->role);
+    if (nested)
+        json_kv_string(w, "inside", a->inside);
+    json_kv_int(w, "calls", a->calls);
+    json_kv_int(w, "failed", a->failed);
+    if (!nested)
+        json_kv_int(w, "nested", a->nested);
+    json_opt_int(w, "bytes", api_reports_bytes(a), a->ok_size_bytes);
+    json_kv_int(w, "dur_ns", a->dur_ns);
+    json_object_end(w);
+}
+
 static void json_device(struct json_writer *w, const struct process_report *p,
                         const struct device_report *d)
 {
@@ -1251,42 +1805,25 @@ static void json_device(struct json_writer *w, const struct process_report *p,
 
     json_key(w, "apis");
     json_array_begin(w);
-    for (size_t i = 0; i < d->napis; i++) {
-        const struct api_stats *a = &d->apis[i];
-        json_object_begin(w);
-        json_kv_string(w, "api", a->api);
-        json_kv_string(w, "layer", a->layer);
-        json_kv_string(w, "role", a->role);
-        json_kv_int(w, "calls", a->calls);
-        json_kv_int(w, "failed", a->failed);
-        json_kv_int(w, "nested", a->nested);
-        json_opt_int(w, "bytes", api_reports_bytes(a), a->ok_size_bytes);
-        json_kv_int(w, "dur_ns", a->dur_ns);
-        json_object_end(w);
-    }
+    for (size_t i = 0; i < d->napis; i++)
+        json_api_stats(w, &d->apis[i], false);
+    json_array_end(w);
+    json_key(w, "nested_apis");
+    json_array_begin(w);
+    for (size_t i = 0; i < d->nnested; i++)
+        json_api_stats(w, &d->nested[i], true);
     json_array_end(w);
 
     json_key(w, "memory");
     json_object_begin(w);
     for (int k = 0; k < KIND_COUNT; k++) {
-        const struct mem_stats *m = &d->mem[k];
         json_key(w, kind_keys[k]);
-        json_object_begin(w);
-        json_kv_int(w, "allocs", m->allocs);
-        json_kv_int(w, "allocated_bytes", m->allocated_bytes);
-        json_kv_int(w, "frees", m->frees);
-        json_kv_int(w, "freed_bytes", m->freed_bytes);
-        json_kv_int(w, "live_allocs", m->live_allocs);
-        json_kv_int(w, "live_bytes", m->live_bytes);
-        json_kv_int(w, "peak_bytes", m->peak_bytes);
-        json_opt_int(w, "peak_seq", m->peak_seq >= 0, m->peak_seq);
-        if (m->peak_seq >= 0)
-            json_rel_time(w, "peak_at_ns", p, m->peak_t_ns);
-        else
-            json_kv_null(w, "peak_at_ns");
-        json_object_end(w);
+        json_mem_stats(w, p, &d->mem[k]);
     }
     json_object_end(w);
+    json_key(w, "gpu_memory");
+    json_mem_stats(w, p, &d->gpu_mem);
+    json_modules(w, p, d);
 
     json_key(w, "meminfo");
     if (d->has_meminfo) {
@@ -1299,6 +1836,7 @@ static void json_device(struct json_writer *w, const struct process_report *p,
         json_kv_int(w, "used_bytes", used);
         json_kv_int(w, "traced_live_bytes", d->own_probe.live_bytes);
         json_kv_int(w, "unexplained_bytes", sat_sub(used, d->own_probe.live_bytes));
+        json_gpu_kinds(w, "traced_live_by_kind", d->own_probe.kind_bytes);
         json_object_end(w);
     } else {
         json_null(w);
@@ -1422,6 +1960,17 @@ static void json_process(struct json_writer *w, const struct process_report *p)
     json_kv_int(w, "nested_calls", p->nested);
     json_kv_int(w, "wait_ns", p->wait_ns);
     json_kv_int(w, "waited_calls", p->waited_calls);
+    json_key(w, "driver_lookups");
+    if (p->lookups.present) {
+        json_object_begin(w);
+        json_kv_int(w, "calls", p->lookups.calls);
+        json_kv_int(w, "wrapped", p->lookups.wrapped);
+        json_kv_int(w, "failed", p->lookups.failed);
+        json_kv_int(w, "symbols", p->lookups.symbols);
+        json_object_end(w);
+    } else {
+        json_null(w);
+    }
     json_key(w, "env");
     json_object_begin(w);
     for (size_t i = 0; i < p->nenv; i++)
@@ -1481,6 +2030,7 @@ static void print_json(const struct summary_report *r)
             json_kv_int(&w, "used_bytes", used);
             json_kv_int(&w, "traced_live_bytes", g->traced_live_bytes);
             json_kv_int(&w, "unexplained_bytes", sat_sub(used, g->traced_live_bytes));
+            json_gpu_kinds(&w, "traced_live_by_kind", g->traced_kind_bytes);
             json_object_end(&w);
         } else {
             json_null(&w);

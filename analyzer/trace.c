@@ -451,11 +451,37 @@ static int unusable(struct trace *t, const char *object)
     return trace_fail(t, "incomplete cutrace trace: '%s' is unusable (sqlite: %s)", object, detail);
 }
 
+/*
+ * The format that introduced a table or view of CT_SCHEMA_REQUIRED_TABLES.
+ * Older traces lack it by design and stay readable: the reports that use it
+ * check for it and degrade (nccl.h: no NCCL section; modules.h: no module
+ * or driver-lookup section). A trace of that format or newer without it is
+ * damaged and refused like any other.
+ */
+static int64_t format_introducing(const char *name)
+{
+    static const struct {
+        const char *name;
+        int64_t format;
+    } since[] = {
+        {"communicators", 2},
+        {"collectives", 2},
+        {"modules", 3},
+        {"driver_lookups", 3},
+    };
+    for (size_t i = 0; i < sizeof(since) / sizeof(since[0]); i++)
+        if (strcmp(since[i].name, name) == 0)
+            return since[i].format;
+    return 1;
+}
+
 static int check_structure(struct trace *t, char **names, size_t count)
 {
     static const char *const required[] = CT_SCHEMA_REQUIRED_TABLES;
+    assert(t->format_version >= 1 && "check_identity runs first");
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-        if (!has_name(names, count, required[i]))
+        if (t->format_version >= format_introducing(required[i]) &&
+            !has_name(names, count, required[i]))
             return trace_fail(t, "incomplete cutrace trace: no table or view '%s'", required[i]);
 
     for (size_t i = 0; i < sizeof(required_columns) / sizeof(required_columns[0]); i++) {

@@ -6,7 +6,7 @@
  *
  * Each thread alternates cudaMalloc(4 KiB)/cudaFree/cudaMemGetInfo on the
  * fake GPU stack (calls that cost tens of ns there, so the tracer's share is
- * large). "burst" times bursts of 1,000 calls per thread with a pause after
+ * large). "burst" times bursts of 300 calls per thread with a pause after
  * each, so the writer keeps up and only the hot path is measured;
  * "sustained" calls without pause, so a traced run is bound by how fast the
  * writer can commit. Prints "<ns per call> <calls>". bench/run.sh compares
@@ -19,7 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { BURST = 999 }; /* a multiple of 3: malloc, free, meminfo */
+enum {
+    BURST = 300
+}; /* a multiple of 3: malloc, free, meminfo; 16 threads x 300 x 2 records fit the ring */
 
 static long calls_per_thread;
 static int bursty;

@@ -5,19 +5,29 @@
 # and neither must see the other's.
 
 PRELOAD_CORE_SRC  := $(wildcard preload/core/*.c)
-PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_nccl.c preload/hooks/hook_process.c
+PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_driver.c \
+                     preload/hooks/hook_nccl.c preload/hooks/hook_lookup.c \
+                     preload/hooks/hook_process.c
 PRELOAD_SRC       := $(PRELOAD_CORE_SRC) $(PRELOAD_HOOK_SRC)
 PRELOAD_CFLAGS     = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -isystem $(CUDA_INC)
 PRELOAD_LDLIBS    := $(SQLITE_A) -ldl -lpthread -lm
 
-PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o)
+PRELOAD_ASM       := preload/hooks/hook_dlsym.S
+PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o)
 
 $(BUILD)/obj/preload/%.o: preload/%.c
 	@mkdir -p $(@D)
 	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/preload/%.o: preload/%.S
+	@mkdir -p $(@D)
+	$(CC) -fPIC -c $< -o $@
+
+# -Bsymbolic-functions: the registry must hand out our own hooks, never a
+# same-named function of another preloaded shim.
 $(BUILD)/libcutrace.so: $(PRELOAD_OBJ)
-	$(CC) -shared -o $@ $^ -Wl,-z,defs -Wl,--exclude-libs,ALL -Wl,-soname,libcutrace.so $(PRELOAD_LDLIBS)
+	$(CC) -shared -o $@ $^ -Wl,-z,defs -Wl,--exclude-libs,ALL -Wl,-Bsymbolic-functions \
+		-Wl,-soname,libcutrace.so $(PRELOAD_LDLIBS)
 
 all: $(BUILD)/libcutrace.so
 

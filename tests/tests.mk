@@ -10,7 +10,7 @@
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-UNIT_CORE := ring store writer envcap procinfo warn thread tracefile
+UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
@@ -50,7 +50,16 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counter rt_signals \
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
-                  $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives
+                  $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
+                  $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so
+
+$(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $< -o $@ -L$(BUILD)/fake -lfake_static_user -lfake_expandable -lcudart
+
+$(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
 $(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \

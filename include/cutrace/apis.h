@@ -13,15 +13,19 @@
  *   role:  alloc | free | reset | meminfo | ipc_export | set_device |
  *          capture_begin | capture_end | graph_instantiate | graph_launch |
  *          version | unique_id | comm_init | comm_init_all | comm_finalize | comm_destroy |
- *          collective | p2p | group_start | group_end | register | deregister
+ *          collective | p2p | group_start | group_end | register | deregister |
+ *          lookup | map | unmap | set_access | vmm_export | ctx_create | ctx_destroy
  *
  * ncclCommInitAll_comm is not a symbol: ncclCommInitAll makes several
  * communicators in one call, and each gets a record of its own under that
  * name, nested in the call's record, so that every communicator has one
  * comm_init row.
  *   space: for alloc/free, the address namespace a free must match to end an
- *          allocation (a cudaFreeHost never ends a cudaMalloc); "" otherwise
- *   kind:  for alloc, the allocations.kind value (device, managed, host, ipc)
+ *          allocation (a cudaFreeHost never ends a cudaMalloc; a cuMemRelease
+ *          ends the physical handle of a cuMemCreate, vmm_handle, and a
+ *          cuMemAddressFree a reserved range, va); "" otherwise
+ *   kind:  for alloc, the allocations.kind value (device, managed, host, ipc,
+ *          vmm = physical memory of cuMemCreate, reserve = address space)
  *
  * To add an API: append an X() line here and write its hook in the hook file
  * of its family (preload/hooks/); nothing else needs to know.
@@ -58,6 +62,43 @@
     X(cudaGraphInstantiateWithFlags, runtime, graph_instantiate, , )                               \
     X(cudaGraphLaunch, runtime, graph_launch, , )                                                  \
     X(cudaGraphLaunch_ptsz, runtime, graph_launch, , )                                             \
+    X(cudaGetDriverEntryPoint, runtime, lookup, , )                                                \
+    X(cudaGetDriverEntryPointByVersion, runtime, lookup, , )                                       \
+    X(cuMemAlloc_v2, driver, alloc, device, device)                                                \
+    X(cuMemAllocPitch_v2, driver, alloc, device, device)                                           \
+    X(cuMemFree_v2, driver, free, device, )                                                        \
+    X(cuMemAllocManaged, driver, alloc, device, managed)                                           \
+    X(cuMemAllocAsync, driver, alloc, device, device)                                              \
+    X(cuMemAllocAsync_ptsz, driver, alloc, device, device)                                         \
+    X(cuMemFreeAsync, driver, free, device, )                                                      \
+    X(cuMemFreeAsync_ptsz, driver, free, device, )                                                 \
+    X(cuMemAllocFromPoolAsync, driver, alloc, device, device)                                      \
+    X(cuMemAllocFromPoolAsync_ptsz, driver, alloc, device, device)                                 \
+    X(cuMemAllocHost_v2, driver, alloc, host, host)                                                \
+    X(cuMemHostAlloc, driver, alloc, host, host)                                                   \
+    X(cuMemFreeHost, driver, free, host, )                                                         \
+    X(cuMemCreate, driver, alloc, vmm_handle, vmm)                                                 \
+    X(cuMemRelease, driver, free, vmm_handle, )                                                    \
+    X(cuMemAddressReserve, driver, alloc, va, reserve)                                             \
+    X(cuMemAddressFree, driver, free, va, )                                                        \
+    X(cuMemMap, driver, map, , )                                                                   \
+    X(cuMemUnmap, driver, unmap, , )                                                               \
+    X(cuMemSetAccess, driver, set_access, , )                                                      \
+    X(cuMemGetInfo_v2, driver, meminfo, , )                                                        \
+    X(cuIpcGetMemHandle, driver, ipc_export, , )                                                   \
+    X(cuIpcOpenMemHandle_v2, driver, alloc, ipc, ipc)                                              \
+    X(cuIpcCloseMemHandle, driver, free, ipc, )                                                    \
+    X(cuMemExportToShareableHandle, driver, vmm_export, , )                                        \
+    X(cuMemImportFromShareableHandle, driver, alloc, vmm_handle, ipc)                              \
+    X(cuDevicePrimaryCtxRetain, driver, ctx_create, , )                                            \
+    X(cuDevicePrimaryCtxRelease_v2, driver, ctx_destroy, , )                                       \
+    X(cuDevicePrimaryCtxReset_v2, driver, reset, , )                                               \
+    X(cuCtxCreate_v2, driver, ctx_create, , )                                                      \
+    X(cuCtxCreate_v3, driver, ctx_create, , )                                                      \
+    X(cuCtxCreate_v4, driver, ctx_create, , )                                                      \
+    X(cuCtxDestroy_v2, driver, ctx_destroy, , )                                                    \
+    X(cuGetProcAddress, driver, lookup, , )                                                        \
+    X(cuGetProcAddress_v2, driver, lookup, , )                                                     \
     X(ncclGetVersion, nccl, version, , )                                                           \
     X(ncclGetUniqueId, nccl, unique_id, , )                                                        \
     X(ncclCommInitRank, nccl, comm_init, , )                                                       \
@@ -97,8 +138,11 @@ enum ct_api {
         CT_API_COUNT
 };
 
+enum ct_layer { CT_LAYER_runtime, CT_LAYER_driver, CT_LAYER_nccl };
+
 struct ct_api_info {
     const char *name;
+    enum ct_layer layer_id;
     const char *layer;
     const char *role;
     const char *space; /* "" when not a memory API */
@@ -106,10 +150,14 @@ struct ct_api_info {
 };
 
 /* Indexed by enum ct_api; entry 0 is CT_API_NONE. */
-static const struct ct_api_info ct_api_table[CT_API_COUNT] = {{"", "", "", "", ""},
-#define CT_API_INFO(name, layer, role, space, kind) {#name, #layer, #role, #space, #kind},
-                                                              CT_API_LIST(CT_API_INFO)
+/* clang-format off */
+static const struct ct_api_info ct_api_table[CT_API_COUNT] = {
+    {"", CT_LAYER_runtime, "", "", "", ""},
+#define CT_API_INFO(name, layer, role, space, kind) \
+    {#name, CT_LAYER_##layer, #layer, #role, #space, #kind},
+    CT_API_LIST(CT_API_INFO)
 #undef CT_API_INFO
 };
+/* clang-format on */
 
 #endif

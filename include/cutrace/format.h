@@ -19,7 +19,7 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 2
+#define CT_FORMAT_VERSION 3
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"

@@ -18,9 +18,19 @@
 /*
  * Tables and views, created once in a new trace inside one transaction.
  *
- * mem_events: successful memory events that count. A driver allocation made
- * inside a traced runtime allocation (its parent) is the same memory and
- * must not count twice.
+ * logical_events: one row per logical event. A call made inside a traced
+ * call of the same role (the cuMemGetInfo_v2 of a cudaMemGetInfo, the
+ * cuMemAlloc_v2 of a cudaMalloc: any memory call inside another) is the same
+ * event seen twice, and is left out; a cuMemCreate inside ncclCommInitRank
+ * is not, because NCCL's buffers exist only at the driver level.
+ *
+ * mem_events: successful memory events of logical_events. cuMemCreate at a host location (arg1 =
+ * location type
+ * != CU_MEM_LOCATION_TYPE_DEVICE) is kind vmm_host: not GPU memory.
+ *
+ * modules: the loaded objects the writer found callers in; calls.module is
+ * the one holding the call's return address, i.e. the library that issued
+ * it ("NCCL's own buffers" are the allocations whose module is libnccl).
  *
  * allocations: an allocation ends at the first later free of the same
  * pointer in the same space, at a reset of its device, or, when the pointer
@@ -46,6 +56,8 @@
     "CREATE TABLE devices(device INTEGER PRIMARY KEY, uuid TEXT, pci_bus_id TEXT, name TEXT,"      \
     " total_bytes INTEGER, first_seq INTEGER);\n"                                                  \
     "CREATE TABLE env(name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;\n"                         \
+    "CREATE TABLE modules(module_id INTEGER PRIMARY KEY, path TEXT NOT NULL, base INTEGER,"        \
+    " start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL);\n"                                  \
     "CREATE TABLE events(seq INTEGER PRIMARY KEY, parent_seq INTEGER, t_ns INTEGER NOT NULL,"      \
     " dur_ns INTEGER NOT NULL, wait_ns INTEGER NOT NULL, tid INTEGER NOT NULL,"                    \
     " api_id INTEGER NOT NULL, device INTEGER NOT NULL, result INTEGER NOT NULL,"                  \
@@ -56,20 +68,24 @@
     " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB);\n"  \
     "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"          \
     " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
-    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7"         \
-    " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                                         \
-    "CREATE VIEW mem_events AS SELECT e.seq, e.t_ns, e.device, e.ptr, e.size, a.name AS api,"      \
-    " a.role, a.space, a.kind FROM events e JOIN apis a ON a.api_id = e.api_id"                    \
-    " WHERE e.result = 0 AND a.role IN ('alloc', 'free', 'reset') AND NOT EXISTS"                  \
-    " (SELECT 1 FROM events p JOIN apis pa ON pa.api_id = p.api_id WHERE p.seq = e.parent_seq"     \
-    " AND pa.role IN ('alloc', 'free', 'reset'));\n"                                               \
+    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7,"        \
+    " (SELECT m.path FROM modules m WHERE e.caller >= m.start_addr AND e.caller < m.end_addr)"     \
+    " AS module, e.caller FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                     \
+    "CREATE VIEW logical_events AS SELECT e.*, a.name AS api, a.layer, a.role, a.space,"           \
+    " a.kind AS api_kind FROM events e JOIN apis a ON a.api_id = e.api_id"                         \
+    " LEFT JOIN events p ON p.seq = e.parent_seq LEFT JOIN apis pa ON pa.api_id = p.api_id"        \
+    " WHERE pa.role IS NULL OR NOT (pa.role = a.role OR (pa.role IN ('alloc', 'free', 'reset')"    \
+    " AND a.role IN ('alloc', 'free', 'reset')));\n"                                               \
+    "CREATE VIEW mem_events AS SELECT seq, t_ns, device, ptr, size, api, role, space,"             \
+    " CASE WHEN api_kind = 'vmm' AND arg1 != 1 THEN 'vmm_host' ELSE api_kind END AS kind,"         \
+    " caller FROM logical_events WHERE result = 0 AND role IN ('alloc', 'free', 'reset');\n"       \
     "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"              \
     " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api"  \
     " FROM mem_events WHERE role IN ('alloc', 'free')"                                             \
     " WINDOW w AS (PARTITION BY space, ptr ORDER BY seq)),"                                        \
     " r AS (SELECT seq, t_ns, device, api FROM mem_events WHERE role = 'reset'),"                  \
-    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq)"    \
-    " AS reset_seq FROM m WHERE m.role = 'alloc')"                                                 \
+    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq"     \
+    " AND m.space IN ('device', 'host', 'ipc')) AS reset_seq FROM m WHERE m.role = 'alloc')"       \
     " SELECT j.seq, j.api, j.device, j.ptr, j.size, j.kind, j.t_ns,"                               \
     " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
     " THEN j.next_seq ELSE j.reset_seq END AS free_seq,"                                           \
@@ -77,13 +93,18 @@
     " THEN j.next_t_ns ELSE (SELECT r.t_ns FROM r WHERE r.seq = j.reset_seq) END AS free_t_ns,"    \
     " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
     " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"                   \
-    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api FROM j;\n"              \
-    "CREATE VIEW meminfo AS SELECT e.seq, e.t_ns, e.device, e.arg0 AS free_bytes,"                 \
-    " e.arg1 AS total_bytes FROM events e JOIN apis a ON a.api_id = e.api_id"                      \
-    " WHERE a.role = 'meminfo' AND e.result = 0;\n"                                                \
-    "CREATE VIEW ipc AS SELECT e.seq, e.t_ns, a.name AS api, e.device, e.ptr,"                     \
-    " lower(hex(e.handle)) AS handle_hex, e.result, e.flags FROM events e"                         \
-    " JOIN apis a ON a.api_id = e.api_id WHERE e.handle IS NOT NULL;\n"                            \
+    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api,"                       \
+    " (SELECT md.path FROM modules md WHERE j.caller >= md.start_addr AND j.caller < md.end_addr)" \
+    " AS module FROM j;\n"                                                                         \
+    "CREATE VIEW meminfo AS SELECT seq, t_ns, device, arg0 AS free_bytes, arg1 AS total_bytes"     \
+    " FROM logical_events WHERE role = 'meminfo' AND result = 0;\n"                                \
+    "CREATE VIEW ipc AS SELECT seq, t_ns, api, device, ptr, lower(hex(handle)) AS handle_hex,"     \
+    " result, flags FROM logical_events WHERE handle IS NOT NULL"                                  \
+    " AND (role = 'ipc_export' OR (role = 'alloc' AND space = 'ipc'));\n"                          \
+    "CREATE VIEW driver_lookups AS SELECT e.seq, e.t_ns, a.name AS api,"                           \
+    " CAST(substr(e.handle, 1, e.arg2) AS TEXT) AS symbol, e.arg0 AS version, e.flags,"            \
+    " e.result, e.ptr, e.arg1 AS wrapped FROM events e JOIN apis a ON a.api_id = e.api_id"         \
+    " WHERE a.role = 'lookup';\n"                                                                  \
     "CREATE VIEW nccl_events AS SELECT e.*, a.name AS api, a.role FROM events e"                   \
     " JOIN apis a ON a.api_id = e.api_id WHERE a.layer = 'nccl';\n"                                \
     "CREATE VIEW communicators AS WITH x AS (SELECT seq, t_ns, role, result, arg0,"                \
@@ -120,8 +141,8 @@
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \
     {                                                                                              \
-        "meta", "apis", "process", "devices", "env", "events", "calls", "allocations", "meminfo",  \
-            "ipc"                                                                                  \
+        "meta", "apis", "process", "devices", "env", "events", "calls", "modules", "allocations",  \
+            "meminfo", "ipc", "communicators", "collectives", "driver_lookups"                     \
     }
 
 #endif

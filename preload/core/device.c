@@ -50,6 +50,26 @@ int ct_device_current(bool cuda_is_up)
     return -1;
 }
 
+typedef int (*ctx_get_device_fn)(int *);
+
+int ct_device_of_context(void)
+{
+    static ctx_get_device_fn get;
+    static int missing;
+    ctx_get_device_fn fn = __atomic_load_n(&get, __ATOMIC_ACQUIRE);
+    if (!fn && !__atomic_load_n(&missing, __ATOMIC_RELAXED)) {
+        fn = (ctx_get_device_fn)ct_resolve_loaded(CT_LIB_CUDA, "cuCtxGetDevice");
+        if (fn)
+            __atomic_store_n(&get, fn, __ATOMIC_RELEASE);
+        else
+            __atomic_store_n(&missing, 1, __ATOMIC_RELAXED);
+    }
+    int dev = -1;
+    if (!fn || fn(&dev) != 0)
+        return -1;
+    return dev;
+}
+
 void ct_device_note(int device)
 {
     ct_self.device = device;

@@ -16,6 +16,9 @@
 
 /* The calling thread's device, -1 when unknown; probes only if cuda_is_up. */
 int ct_device_current(bool cuda_is_up);
+/* The device of the calling thread's current driver context, -1 if none. */
+int ct_device_of_context(void);
+
 /* The program made `device` current on this thread. */
 void ct_device_note(int device);
 /* Something may have changed the thread's device behind our back. */

@@ -30,6 +30,19 @@ void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
     ev->rec.t_ns = ct_now_ns();
 }
 
+/*
+ * Whose device a call ran on. A driver call: the driver context's. Any other:
+ * the runtime's notion, which may be asked of the runtime only for a
+ * top-level call that succeeded - a nested call can be the runtime's own,
+ * made while it holds its locks or is still initializing.
+ */
+static int device_of(const struct ct_event *ev, int result)
+{
+    if (ct_api_table[ev->rec.api].layer_id == CT_LAYER_driver)
+        return ct_device_of_context();
+    return ct_device_current(result == 0 && ev->rec.depth == 0);
+}
+
 void ct_event_returned(struct ct_event *ev)
 {
     if (!ev->traced || ev->returned)
@@ -57,7 +70,7 @@ void ct_event_end(struct ct_event *ev, int result)
     ev->rec.result = result;
     ev->rec.tid = ct_thread_id();
     if (!ev->device_given)
-        ev->rec.device = ct_device_current(result == 0);
+        ev->rec.device = device_of(ev, result);
     ct_session_append(&ev->rec);
     errno = saved_errno;
 }

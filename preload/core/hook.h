@@ -1,10 +1,11 @@
 /*
  * hook.h - what a hook file includes: the event API and real-function lookup.
  *
- * CT_REAL(lib, fn) declares `real`, a pointer typed exactly like the
- * official prototype of `fn` (from the CUDA or NCCL header the hook file
- * includes), resolved on first use and cached. A hook whose definition does
- * not match that prototype does not compile.
+ * CT_REAL(fn) declares `real`, a pointer typed exactly like the official
+ * prototype of `fn` (from the CUDA or NCCL header the hook file includes):
+ * the real function, resolved once by the registry (registry.h), which also
+ * hands the hook out on the other roads (dlsym, cuGetProcAddress). A hook
+ * whose definition does not match the prototype does not compile.
  */
 #ifndef CUTRACE_HOOK_H
 #define CUTRACE_HOOK_H
@@ -12,21 +13,13 @@
 #include <stdint.h>
 
 #include "event.h"
+#include "registry.h"
 #include "resolve.h"
 #include "warn.h"
 
 #define CT_EXPORT __attribute__((visibility("default")))
 
-#define CT_REAL(lib, fn)                                                                           \
-    static __typeof__(&fn) ct_real_##fn;                                                           \
-    __typeof__(&fn) real = __atomic_load_n(&ct_real_##fn, __ATOMIC_ACQUIRE);                       \
-    if (!real) {                                                                                   \
-        real = (__typeof__(&fn))ct_resolve(lib, #fn);                                              \
-        if (real)                                                                                  \
-            __atomic_store_n(&ct_real_##fn, real, __ATOMIC_RELEASE);                               \
-        else                                                                                       \
-            ct_warn_once(CT_PROBLEM_MISSING_REAL, "cannot find the real %s", #fn);                 \
-    }
+#define CT_REAL(fn) __typeof__(&fn) real = (__typeof__(&fn))ct_real(CT_API_##fn)
 
 /*
  * The body of a typical hook: trace `call` (which uses `real`) as one event of

@@ -8,6 +8,8 @@
 #ifndef CUTRACE_RESOLVE_H
 #define CUTRACE_RESOLVE_H
 
+#include <stdbool.h>
+
 enum ct_lib {
     CT_LIB_CUDART, /* libcudart.so.* */
     CT_LIB_CUDA,   /* libcuda.so.* (the driver) */
@@ -24,5 +26,15 @@ void *ct_resolve(enum ct_lib lib, const char *name);
 
 /* Only in the family's already-loaded library (for the tracer's own queries). */
 void *ct_resolve_loaded(enum ct_lib lib, const char *name);
+
+/* Whether a loaded object's path names a library of the family. */
+bool ct_is_family_path(enum ct_lib lib, const char *path);
+
+/*
+ * The C library's dlsym. libcutrace.so overrides dlsym (hook_lookup.c); its
+ * own lookups must see what is really there.
+ */
+extern void *(*ct_real_dlsym)(void *handle, const char *name);
+void ct_dlsym_init(void);
 
 #endif

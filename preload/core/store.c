@@ -262,6 +262,21 @@ int ct_store_set_versions(struct ct_store *st, const struct ct_versions *v)
     return step_done(st, s, "write versions");
 }
 
+int ct_store_write_module(struct ct_store *st, const char *path, uint64_t base, uint64_t start,
+                          uint64_t end)
+{
+    sqlite3_stmt *s;
+    int rc =
+        prepare(st, "INSERT INTO modules(path, base, start_addr, end_addr) VALUES(?,?,?,?)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, ct_u64_to_sql(base));
+    sqlite3_bind_int64(s, 3, ct_u64_to_sql(start));
+    sqlite3_bind_int64(s, 4, ct_u64_to_sql(end));
+    return step_done(st, s, "write module");
+}
+
 int ct_store_begin(struct ct_store *st)
 {
     return exec_sql(st, "BEGIN", "begin");

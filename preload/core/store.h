@@ -59,6 +59,8 @@ struct ct_versions {
 };
 
 int ct_store_set_versions(struct ct_store *st, const struct ct_versions *v);
+int ct_store_write_module(struct ct_store *st, const char *path, uint64_t base, uint64_t start,
+                          uint64_t end);
 int ct_store_set_meta_text(struct ct_store *st, const char *key, const char *value);
 int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value);
 

@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "cutrace/apis.h"
+#include "modmap.h"
 #include "thread.h"
 #include "warn.h"
 
@@ -55,6 +56,7 @@ struct ct_writer {
     int alive;          /* atomic */
     uint64_t committed; /* atomic: ring tickets committed and released */
     uint64_t cursor;    /* writer thread only: next ticket to read */
+    struct ct_modmap modules;
     uint8_t device_state[CT_MAX_DEVICES];
     uint64_t device_first_seq[CT_MAX_DEVICES];
     bool versions_known;
@@ -90,12 +92,14 @@ static void die(struct ct_writer *w, const char *why)
     pthread_mutex_unlock(&w->mu);
 }
 
+static bool open_trace_file(struct ct_writer *w);
+
 /*
- * Identity of devices and the CUDA versions are learned from what the program
- * did, in three steps so that no foreign code runs under work_mu: noting what
- * is new (under work_mu, while records are inserted), asking the driver and
- * runtime (no lock held: the driver has fork handlers and locks of its own),
- * and storing the answers (under work_mu again).
+ * Identity of devices, the CUDA versions and the modules calls came from are
+ * learned from what the program did, in three steps so that no foreign code runs under work_mu:
+ * noting what is new (under work_mu, while records are inserted), asking the driver and runtime (no
+ * lock held: the driver has fork handlers and locks of its own), and storing the answers (under
+ * work_mu again).
  */
 static void note_context(struct ct_writer *w, const struct ct_record *r)
 {
@@ -105,9 +109,12 @@ static void note_context(struct ct_writer *w, const struct ct_record *r)
         w->device_state[r->device] = DEVICE_PENDING;
         w->device_first_seq[r->device] = r->seq;
     }
+    ct_modmap_note(&w->modules, r->caller);
 }
 
 struct learned {
+    struct ct_module modules[CT_MODMAP_PENDING];
+    size_t n_modules;
     struct ct_device_info devices[CT_MAX_DEVICES];
     uint64_t first_seq[CT_MAX_DEVICES];
     int n_devices;
@@ -118,6 +125,7 @@ static void learn_context(struct ct_writer *w, struct learned *out)
 {
     out->n_devices = 0;
     out->versions = (struct ct_versions){0, 0, 0};
+    out->n_modules = ct_modmap_resolve(&w->modules, out->modules, CT_MODMAP_PENDING);
     for (int d = 0; d < CT_MAX_DEVICES; d++) {
         if (w->device_state[d] != DEVICE_PENDING)
             continue;
@@ -141,9 +149,17 @@ static int store_context(struct ct_writer *w, const struct learned *l)
 {
     const struct ct_versions *v = &l->versions;
     bool new_versions = v->runtime > 0 || v->driver > 0 || v->nccl > 0;
-    if (l->n_devices == 0 && !new_versions)
+    if (l->n_devices == 0 && !new_versions && l->n_modules == 0)
         return 0;
+    if (!w->store && !open_trace_file(w))
+        return -1;
     int rc = ct_store_begin(w->store);
+    for (size_t i = 0; !rc && i < l->n_modules; i++) {
+        const struct ct_module *m = &l->modules[i];
+        rc = ct_store_write_module(w->store, m->path, m->base, m->start, m->end);
+        if (!rc)
+            ct_modmap_add(&w->modules, m);
+    }
     for (int i = 0; !rc && i < l->n_devices; i++)
         rc = ct_store_write_device(w->store, &l->devices[i], l->first_seq[i]);
     if (!rc && new_versions)

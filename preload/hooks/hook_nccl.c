@@ -115,7 +115,7 @@ static void record_init(struct ct_event *ev, ncclResult_t rc, const ncclComm_t *
 
 CT_EXPORT ncclResult_t ncclGetVersion(int *version)
 {
-    CT_REAL(CT_LIB_NCCL, ncclGetVersion);
+    CT_REAL(ncclGetVersion);
     CT_TRACE(CT_API_ncclGetVersion, ncclResult_t, MISSING, real(version), {
         if (rc == ncclSuccess && version)
             ev.rec.arg[0] = (uint64_t)(int64_t)*version;
@@ -124,7 +124,7 @@ CT_EXPORT ncclResult_t ncclGetVersion(int *version)
 
 CT_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
-    CT_REAL(CT_LIB_NCCL, ncclGetUniqueId);
+    CT_REAL(ncclGetUniqueId);
     CT_TRACE(CT_API_ncclGetUniqueId, ncclResult_t, MISSING, real(uniqueId), {
         if (rc == ncclSuccess)
             ev.rec.arg[3] = hash_ids(uniqueId, 1);
@@ -133,7 +133,7 @@ CT_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 
 CT_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommInitRank);
+    CT_REAL(ncclCommInitRank);
     CT_TRACE(CT_API_ncclCommInitRank, ncclResult_t, MISSING, real(comm, nranks, commId, rank),
              record_init(&ev, rc, comm, nranks, rank, hash_ids(&commId, 1)));
 }
@@ -141,7 +141,7 @@ CT_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUnique
 CT_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                               int rank, ncclConfig_t *config)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommInitRankConfig);
+    CT_REAL(ncclCommInitRankConfig);
     CT_TRACE(CT_API_ncclCommInitRankConfig, ncclResult_t, MISSING,
              real(comm, nranks, commId, rank, config),
              record_init(&ev, rc, comm, nranks, rank, hash_ids(&commId, 1)));
@@ -151,7 +151,7 @@ CT_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
                                                 int nId, ncclUniqueId *commIds,
                                                 ncclConfig_t *config)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommInitRankScalable);
+    CT_REAL(ncclCommInitRankScalable);
     CT_TRACE(CT_API_ncclCommInitRankScalable, ncclResult_t, MISSING,
              real(newcomm, nranks, myrank, nId, commIds, config),
              record_init(&ev, rc, newcomm, nranks, myrank, hash_ids(commIds, nId)));
@@ -164,7 +164,7 @@ CT_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
  */
 CT_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommInitAll);
+    CT_REAL(ncclCommInitAll);
     CT_TRACE(CT_API_ncclCommInitAll, ncclResult_t, MISSING, real(comm, ndev, devlist), {
         ev.rec.arg[1] = (uint64_t)(int64_t)ndev;
         if (rc == ncclSuccess && comm && ev.traced) {
@@ -186,7 +186,7 @@ CT_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *de
 CT_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                      ncclConfig_t *config)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommSplit);
+    CT_REAL(ncclCommSplit);
     /* Every rank of the parent calls each split in the same order: count them. */
     struct comm_slot *parent = find_comm(ct_addr(comm));
     uint32_t nth = parent ? __atomic_fetch_add(&parent->splits, 1, __ATOMIC_RELAXED) : 0;
@@ -227,19 +227,19 @@ static ncclResult_t end_comm(const void *caller, enum ct_api api, ncclResult_t (
 
 CT_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommFinalize);
+    CT_REAL(ncclCommFinalize);
     return end_comm(CT_CALLER, CT_API_ncclCommFinalize, real, comm, false);
 }
 
 CT_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommDestroy);
+    CT_REAL(ncclCommDestroy);
     return end_comm(CT_CALLER, CT_API_ncclCommDestroy, real, comm, true);
 }
 
 CT_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommAbort);
+    CT_REAL(ncclCommAbort);
     return end_comm(CT_CALLER, CT_API_ncclCommAbort, real, comm, true);
 }
 
@@ -304,7 +304,7 @@ CT_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                      cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclAllReduce);
+    CT_REAL(ncclAllReduce);
     CT_TRACE(
         CT_API_ncclAllReduce, ncclResult_t, MISSING,
         real(sendbuff, recvbuff, count, datatype, op, comm, stream),
@@ -315,7 +315,7 @@ CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_
                                      ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclBroadcast);
+    CT_REAL(ncclBroadcast);
     CT_TRACE(CT_API_ncclBroadcast, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, count, datatype, root, comm, stream),
              record_transfer(
@@ -325,7 +325,7 @@ CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_
 CT_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                  ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclBcast);
+    CT_REAL(ncclBcast);
     CT_TRACE(CT_API_ncclBcast, ncclResult_t, MISSING,
              real(buff, count, datatype, root, comm, stream),
              record_transfer(&ev, TRANSFER(buff, buff, count, datatype, -1, root, comm, stream)));
@@ -335,7 +335,7 @@ CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t c
                                   ncclDataType_t datatype, ncclRedOp_t op, int root,
                                   ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclReduce);
+    CT_REAL(ncclReduce);
     CT_TRACE(CT_API_ncclReduce, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, count, datatype, op, root, comm, stream),
              record_transfer(
@@ -345,7 +345,7 @@ CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t c
 CT_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclAllGather);
+    CT_REAL(ncclAllGather);
     CT_TRACE(CT_API_ncclAllGather, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, sendcount, datatype, comm, stream),
              record_transfer(
@@ -356,7 +356,7 @@ CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, s
                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                          cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclReduceScatter);
+    CT_REAL(ncclReduceScatter);
     CT_TRACE(CT_API_ncclReduceScatter, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
              record_transfer(
@@ -366,7 +366,7 @@ CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, s
 CT_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclAlltoAll);
+    CT_REAL(ncclAlltoAll);
     CT_TRACE(
         CT_API_ncclAlltoAll, ncclResult_t, MISSING,
         real(sendbuff, recvbuff, count, datatype, comm, stream),
@@ -377,7 +377,7 @@ CT_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t c
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclGather);
+    CT_REAL(ncclGather);
     CT_TRACE(CT_API_ncclGather, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, count, datatype, root, comm, stream),
              record_transfer(
@@ -388,7 +388,7 @@ CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t 
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclScatter);
+    CT_REAL(ncclScatter);
     CT_TRACE(CT_API_ncclScatter, ncclResult_t, MISSING,
              real(sendbuff, recvbuff, count, datatype, root, comm, stream),
              record_transfer(
@@ -398,7 +398,7 @@ CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t 
 CT_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                 int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclSend);
+    CT_REAL(ncclSend);
     CT_TRACE(
         CT_API_ncclSend, ncclResult_t, MISSING, real(sendbuff, count, datatype, peer, comm, stream),
         record_transfer(&ev, TRANSFER(sendbuff, NULL, count, datatype, -1, peer, comm, stream)));
@@ -407,7 +407,7 @@ CT_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType
 CT_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                 ncclComm_t comm, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_NCCL, ncclRecv);
+    CT_REAL(ncclRecv);
     CT_TRACE(
         CT_API_ncclRecv, ncclResult_t, MISSING, real(recvbuff, count, datatype, peer, comm, stream),
         record_transfer(&ev, TRANSFER(NULL, recvbuff, count, datatype, -1, peer, comm, stream)));
@@ -421,7 +421,7 @@ ncclResult_t ncclGroupEnd(void);
 
 CT_EXPORT ncclResult_t ncclGroupStart(void)
 {
-    CT_REAL(CT_LIB_NCCL, ncclGroupStart);
+    CT_REAL(ncclGroupStart);
     CT_TRACE(CT_API_ncclGroupStart, ncclResult_t, MISSING, real(), {
         ev.rec.arg[6] = (uint64_t)group_depth;
         if (rc == ncclSuccess)
@@ -431,7 +431,7 @@ CT_EXPORT ncclResult_t ncclGroupStart(void)
 
 CT_EXPORT ncclResult_t ncclGroupEnd(void)
 {
-    CT_REAL(CT_LIB_NCCL, ncclGroupEnd);
+    CT_REAL(ncclGroupEnd);
     CT_TRACE(CT_API_ncclGroupEnd, ncclResult_t, MISSING, real(), {
         ev.rec.arg[6] = (uint64_t)group_depth;
         /* NCCL closes the group even when launching its operations failed. */
@@ -444,7 +444,7 @@ CT_EXPORT ncclResult_t ncclGroupEnd(void)
 
 CT_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
-    CT_REAL(CT_LIB_NCCL, ncclMemAlloc);
+    CT_REAL(ncclMemAlloc);
     CT_TRACE(CT_API_ncclMemAlloc, ncclResult_t, MISSING, real(ptr, size), {
         ev.rec.size = size;
         ev.rec.ptr = (rc == ncclSuccess && ptr) ? ct_addr(*ptr) : 0;
@@ -453,14 +453,14 @@ CT_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 
 CT_EXPORT ncclResult_t ncclMemFree(void *ptr)
 {
-    CT_REAL(CT_LIB_NCCL, ncclMemFree);
+    CT_REAL(ncclMemFree);
     CT_TRACE(CT_API_ncclMemFree, ncclResult_t, MISSING, real(ptr), ev.rec.ptr = ct_addr(ptr));
 }
 
 CT_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                         void **handle)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommRegister);
+    CT_REAL(ncclCommRegister);
     CT_TRACE(CT_API_ncclCommRegister, ncclResult_t, MISSING, real(comm, buff, size, handle), {
         ev.rec.arg[0] = ct_addr(comm);
         ev.rec.ptr = ct_addr(buff);
@@ -471,7 +471,7 @@ CT_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_
 
 CT_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommDeregister);
+    CT_REAL(ncclCommDeregister);
     CT_TRACE(CT_API_ncclCommDeregister, ncclResult_t, MISSING, real(comm, handle), {
         ev.rec.arg[0] = ct_addr(comm);
         ev.rec.arg[1] = ct_addr(handle);
@@ -481,7 +481,7 @@ CT_EXPORT ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 CT_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
                                               ncclWindow_t *win, int winFlags)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommWindowRegister);
+    CT_REAL(ncclCommWindowRegister);
     CT_TRACE(CT_API_ncclCommWindowRegister, ncclResult_t, MISSING,
              real(comm, buff, size, win, winFlags), {
                  ev.rec.arg[0] = ct_addr(comm);
@@ -494,7 +494,7 @@ CT_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_
 
 CT_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
-    CT_REAL(CT_LIB_NCCL, ncclCommWindowDeregister);
+    CT_REAL(ncclCommWindowDeregister);
     CT_TRACE(CT_API_ncclCommWindowDeregister, ncclResult_t, MISSING, real(comm, win), {
         ev.rec.arg[0] = ct_addr(comm);
         ev.rec.arg[1] = ct_addr(win);

@@ -28,10 +28,14 @@
 int nullAlloc(void **out, size_t bytes);
 
 /*
- * The library the real function lives in. Add an entry to enum ct_lib in
- * preload/core/resolve.h (with its soname prefix) for a new library.
+ * Step 1 (an X() line in apis.h) makes CT_API_nullAlloc; until then the
+ * template borrows CT_API_NONE so that it compiles. The X() line's layer
+ * tells the registry which library holds the real function (a new library
+ * needs an entry in enum ct_lib and in registry.c's library_of()).
  */
-#define NULL_LIB CT_LIB_CUDART
+#ifndef CT_API_nullAlloc
+#define CT_API_nullAlloc CT_API_NONE
+#endif
 
 /* What a hook returns when the real function cannot be found (warned once). */
 #define NULL_MISSING (-1)
@@ -39,15 +43,16 @@ int nullAlloc(void **out, size_t bytes);
 /*
  * The hook: same name and prototype as the real function, exported with
  * CT_EXPORT, no symbol version. CT_REAL declares `real`, typed from the
- * prototype above, and resolves it once. CT_TRACE records one event around
- * the call; its trailing statements fill the record from the arguments and
- * the result `rc`. Replace CT_API_NONE by the CT_API_nullAlloc entry that
- * step 1 creates.
+ * prototype above, resolved once by the registry - which also hands this
+ * hook out when a program finds nullAlloc with dlsym on a library handle.
+ * CT_TRACE records one event around the call (even when the real function
+ * is missing: then it returns NULL_MISSING); its trailing statements fill
+ * the record from the arguments and the result `rc`.
  */
 CT_EXPORT int nullAlloc(void **out, size_t bytes)
 {
-    CT_REAL(NULL_LIB, nullAlloc);
-    CT_TRACE(CT_API_NONE, int, NULL_MISSING, real(out, bytes), {
+    CT_REAL(nullAlloc);
+    CT_TRACE(CT_API_nullAlloc, int, NULL_MISSING, real(out, bytes), {
         ev.rec.size = bytes;
         ev.rec.ptr = (rc == 0 && out) ? ct_addr(*out) : 0;
     });

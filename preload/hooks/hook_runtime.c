@@ -45,7 +45,7 @@ extern __typeof__(cudaGraphLaunch) cudaGraphLaunch_ptsz;
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMalloc);
+    CT_REAL(cudaMalloc);
     CT_TRACE(CT_API_cudaMalloc, cudaError_t, MISSING, real(devPtr, size), {
         ev.rec.size = size;
         ev.rec.ptr = MADE(devPtr);
@@ -54,7 +54,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocManaged);
+    CT_REAL(cudaMallocManaged);
     CT_TRACE(CT_API_cudaMallocManaged, cudaError_t, MISSING, real(devPtr, size, flags), {
         ev.rec.size = size;
         ev.rec.flags = flags;
@@ -64,7 +64,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, un
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocHost);
+    CT_REAL(cudaMallocHost);
     CT_TRACE(CT_API_cudaMallocHost, cudaError_t, MISSING, real(ptr, size), {
         ev.rec.size = size;
         ev.rec.ptr = MADE(ptr);
@@ -73,7 +73,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 
 CT_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
-    CT_REAL(CT_LIB_CUDART, cudaHostAlloc);
+    CT_REAL(cudaHostAlloc);
     CT_TRACE(CT_API_cudaHostAlloc, cudaError_t, MISSING, real(pHost, size, flags), {
         ev.rec.size = size;
         ev.rec.flags = flags;
@@ -84,7 +84,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigne
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
                                                 size_t height)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocPitch);
+    CT_REAL(cudaMallocPitch);
     CT_TRACE(CT_API_cudaMallocPitch, cudaError_t, MISSING, real(devPtr, pitch, width, height), {
         ev.rec.ptr = MADE(devPtr);
         ev.rec.arg[0] = width;
@@ -97,7 +97,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, si
 CT_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
                                              struct cudaExtent extent)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMalloc3D);
+    CT_REAL(cudaMalloc3D);
     CT_TRACE(CT_API_cudaMalloc3D, cudaError_t, MISSING, real(pitchedDevPtr, extent), {
         bool made = rc == cudaSuccess && pitchedDevPtr;
         size_t row = made ? pitchedDevPtr->pitch : extent.width;
@@ -123,14 +123,14 @@ static cudaError_t malloc_async(const void *caller, enum ct_api api,
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocAsync);
+    CT_REAL(cudaMallocAsync);
     return malloc_async(CT_CALLER, CT_API_cudaMallocAsync, real, devPtr, size, hStream);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size,
                                                      cudaStream_t hStream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocAsync_ptsz);
+    CT_REAL(cudaMallocAsync_ptsz);
     return malloc_async(CT_CALLER, CT_API_cudaMallocAsync_ptsz, real, devPtr, size, hStream);
 }
 
@@ -149,7 +149,7 @@ static cudaError_t malloc_from_pool(const void *caller, enum ct_api api,
 CT_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size,
                                                         cudaMemPool_t memPool, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocFromPoolAsync);
+    CT_REAL(cudaMallocFromPoolAsync);
     return malloc_from_pool(CT_CALLER, CT_API_cudaMallocFromPoolAsync, real, ptr, size, memPool,
                             stream);
 }
@@ -158,20 +158,20 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t 
                                                              cudaMemPool_t memPool,
                                                              cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMallocFromPoolAsync_ptsz);
+    CT_REAL(cudaMallocFromPoolAsync_ptsz);
     return malloc_from_pool(CT_CALLER, CT_API_cudaMallocFromPoolAsync_ptsz, real, ptr, size,
                             memPool, stream);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
-    CT_REAL(CT_LIB_CUDART, cudaFree);
+    CT_REAL(cudaFree);
     CT_TRACE(CT_API_cudaFree, cudaError_t, MISSING, real(devPtr), ev.rec.ptr = ct_addr(devPtr));
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
 {
-    CT_REAL(CT_LIB_CUDART, cudaFreeHost);
+    CT_REAL(cudaFreeHost);
     CT_TRACE(CT_API_cudaFreeHost, cudaError_t, MISSING, real(ptr), ev.rec.ptr = ct_addr(ptr));
 }
 
@@ -186,19 +186,19 @@ static cudaError_t free_async(const void *caller, enum ct_api api, __typeof__(&c
 
 CT_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaFreeAsync);
+    CT_REAL(cudaFreeAsync);
     return free_async(CT_CALLER, CT_API_cudaFreeAsync, real, devPtr, hStream);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaFreeAsync_ptsz);
+    CT_REAL(cudaFreeAsync_ptsz);
     return free_async(CT_CALLER, CT_API_cudaFreeAsync_ptsz, real, devPtr, hStream);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free, size_t *total)
 {
-    CT_REAL(CT_LIB_CUDART, cudaMemGetInfo);
+    CT_REAL(cudaMemGetInfo);
     CT_TRACE(CT_API_cudaMemGetInfo, cudaError_t, MISSING, real(free, total), {
         if (rc == cudaSuccess) {
             ev.rec.arg[0] = free ? *free : 0;
@@ -209,7 +209,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free, size_t *total)
 
 CT_EXPORT cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
-    CT_REAL(CT_LIB_CUDART, cudaIpcGetMemHandle);
+    CT_REAL(cudaIpcGetMemHandle);
     CT_TRACE(CT_API_cudaIpcGetMemHandle, cudaError_t, MISSING, real(handle, devPtr), {
         ev.rec.ptr = ct_addr(devPtr);
         if (rc == cudaSuccess && handle)
@@ -220,7 +220,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, 
 CT_EXPORT cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle,
                                                      unsigned int flags)
 {
-    CT_REAL(CT_LIB_CUDART, cudaIpcOpenMemHandle);
+    CT_REAL(cudaIpcOpenMemHandle);
     CT_TRACE(CT_API_cudaIpcOpenMemHandle, cudaError_t, MISSING, real(devPtr, handle, flags), {
         ev.rec.ptr = MADE(devPtr);
         ev.rec.flags = flags;
@@ -230,14 +230,14 @@ CT_EXPORT cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHa
 
 CT_EXPORT cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void *devPtr)
 {
-    CT_REAL(CT_LIB_CUDART, cudaIpcCloseMemHandle);
+    CT_REAL(cudaIpcCloseMemHandle);
     CT_TRACE(CT_API_cudaIpcCloseMemHandle, cudaError_t, MISSING, real(devPtr),
              ev.rec.ptr = ct_addr(devPtr));
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device)
 {
-    CT_REAL(CT_LIB_CUDART, cudaSetDevice);
+    CT_REAL(cudaSetDevice);
     CT_TRACE(CT_API_cudaSetDevice, cudaError_t, MISSING, real(device), {
         ev.rec.arg[0] = (uint64_t)(int64_t)device;
         if (rc == cudaSuccess)
@@ -247,7 +247,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaSetDevice(int device)
 
 CT_EXPORT cudaError_t CUDARTAPI cudaDeviceReset(void)
 {
-    CT_REAL(CT_LIB_CUDART, cudaDeviceReset);
+    CT_REAL(cudaDeviceReset);
     CT_TRACE(CT_API_cudaDeviceReset, cudaError_t, MISSING, real(), (void)0);
 }
 
@@ -264,14 +264,14 @@ static cudaError_t begin_capture(const void *caller, enum ct_api api,
 CT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream,
                                                        enum cudaStreamCaptureMode mode)
 {
-    CT_REAL(CT_LIB_CUDART, cudaStreamBeginCapture);
+    CT_REAL(cudaStreamBeginCapture);
     return begin_capture(CT_CALLER, CT_API_cudaStreamBeginCapture, real, stream, mode);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaStreamBeginCapture_ptsz(cudaStream_t stream,
                                                             enum cudaStreamCaptureMode mode)
 {
-    CT_REAL(CT_LIB_CUDART, cudaStreamBeginCapture_ptsz);
+    CT_REAL(cudaStreamBeginCapture_ptsz);
     return begin_capture(CT_CALLER, CT_API_cudaStreamBeginCapture_ptsz, real, stream, mode);
 }
 
@@ -287,13 +287,13 @@ static cudaError_t end_capture(const void *caller, enum ct_api api,
 
 CT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    CT_REAL(CT_LIB_CUDART, cudaStreamEndCapture);
+    CT_REAL(cudaStreamEndCapture);
     return end_capture(CT_CALLER, CT_API_cudaStreamEndCapture, real, stream, pGraph);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    CT_REAL(CT_LIB_CUDART, cudaStreamEndCapture_ptsz);
+    CT_REAL(cudaStreamEndCapture_ptsz);
     return end_capture(CT_CALLER, CT_API_cudaStreamEndCapture_ptsz, real, stream, pGraph);
 }
 
@@ -311,7 +311,7 @@ static cudaError_t instantiate(const void *caller, enum ct_api api,
 CT_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
                                                      unsigned long long flags)
 {
-    CT_REAL(CT_LIB_CUDART, cudaGraphInstantiate);
+    CT_REAL(cudaGraphInstantiate);
     return instantiate(CT_CALLER, CT_API_cudaGraphInstantiate, real, pGraphExec, graph, flags);
 }
 
@@ -319,7 +319,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(cudaGraphExec_t *p
                                                               cudaGraph_t graph,
                                                               unsigned long long flags)
 {
-    CT_REAL(CT_LIB_CUDART, cudaGraphInstantiateWithFlags);
+    CT_REAL(cudaGraphInstantiateWithFlags);
     return instantiate(CT_CALLER, CT_API_cudaGraphInstantiateWithFlags, real, pGraphExec, graph,
                        flags);
 }
@@ -335,12 +335,12 @@ static cudaError_t launch(const void *caller, enum ct_api api, __typeof__(&cudaG
 
 CT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaGraphLaunch);
+    CT_REAL(cudaGraphLaunch);
     return launch(CT_CALLER, CT_API_cudaGraphLaunch, real, graphExec, stream);
 }
 
 CT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    CT_REAL(CT_LIB_CUDART, cudaGraphLaunch_ptsz);
+    CT_REAL(cudaGraphLaunch_ptsz);
     return launch(CT_CALLER, CT_API_cudaGraphLaunch_ptsz, real, graphExec, stream);
 }

@@ -213,3 +213,124 @@ void scenario_nccl(const char *dir, unsigned flags)
         if (!(rank == 2 && (flags & NCCL_SCENARIO_NO_RANK_2)))
             nccl_rank(dir, rank, flags);
 }
+
+/* Where each module of the driver scenario is mapped, and a return address
+ * inside it. */
+#define EXE_START    0x400000ll
+#define EXE_END      0x500000ll
+#define CUDART_START 0x7f1000000000ll
+#define CUDART_END   0x7f1000200000ll
+#define NCCL_START   0x7f2000000000ll
+#define NCCL_END     0x7f2004000000ll
+#define TORCH_START  0x7f3000000000ll
+#define TORCH_END    0x7f3010000000ll
+#define CUDA_START   0x7f4000000000ll
+#define CUDA_END     0x7f4002000000ll
+#define IN_EXE       (EXE_START + 0x1234)
+#define IN_CUDART    (CUDART_START + 0x5678)
+#define IN_NCCL      (NCCL_START + 0x9abc)
+#define IN_TORCH     (TORCH_START + 0xdef0)
+
+/* CUmemLocationType: where cuMemCreate puts the memory (arg1). */
+#define LOCATION_DEVICE    1
+#define LOCATION_HOST_NUMA 3
+
+/* One driver or runtime call of the scenario: ptr, size, parent (0: top
+ * level), issuing module, arg1. */
+static int64_t driver_call(struct fixture *f, enum ct_api api, int64_t ptr, int64_t size,
+                           int64_t parent, int64_t caller, int64_t arg1)
+{
+    struct fixture_event e = {.api = api,
+                              .device = 0,
+                              .ptr = ptr,
+                              .size = size,
+                              .parent_seq = parent,
+                              .depth = parent ? 1 : 0,
+                              .caller = caller,
+                              .dur_ns = parent ? 100 : 1000,
+                              .arg = {0, arg1}};
+    return fixture_event(f, &e);
+}
+
+char *scenario_driver(const char *dir)
+{
+    char *path = fixture_trace_path(dir, "node1", DRIVER_PID, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = DRIVER_PID,
+                                .ppid = 1,
+                                .host = "node1",
+                                .cmdline = "mini_server --tp 1",
+                                .exe = DRIVER_EXE,
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = NORMAL_START_MONO,
+                                .cuda_runtime_version = 12080,
+                                .cuda_driver_version = 12090,
+                                .nccl_version = NCCL_VERSION};
+    fixture_process(f, &p);
+    fixture_device(f, 0, DRIVER_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_module(f, DRIVER_EXE, EXE_START, EXE_END);
+    fixture_module(f, DRIVER_CUDART, CUDART_START, CUDART_END);
+    fixture_module(f, DRIVER_NCCL, NCCL_START, NCCL_END);
+    fixture_module(f, DRIVER_TORCH, TORCH_START, TORCH_END);
+    fixture_module(f, DRIVER_LIBCUDA, CUDA_START, CUDA_END);
+
+    const int64_t ptr_a = 0x7e0000000000, ptr_b = 0x7e0040000000, ptr_m = 0x7e0060000000,
+                  ptr_h = 0x7d0000000000, ptr_n = 0x7e0070000000, ptr_g = 0x7e0080000000,
+                  ptr_x = 0x7e0090000000, va_n1 = 0x7c0000000000, va_n2 = 0x7c0010000000,
+                  va_t = 0x7b0000000000;
+
+    int64_t set = driver_call(f, CT_API_cudaSetDevice, 0, 0, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuDevicePrimaryCtxRetain, 0, 0, set, IN_CUDART, 0);
+    fixture_lookup(f, CT_API_cuGetProcAddress_v2, "cuMemAlloc_v2", 1, 0, set, IN_CUDART);
+    fixture_lookup(f, CT_API_cuGetProcAddress_v2, "cuMemFree_v2", 1, 0, set, IN_CUDART);
+    fixture_lookup(f, CT_API_cuGetProcAddress_v2, "cuLaunchKernel", 0, 0, set, IN_CUDART);
+    fixture_lookup(f, CT_API_cuGetProcAddress_v2, "cuMemAlloc_v2", 1, 0, set, IN_CUDART);
+    fixture_lookup(f, CT_API_cuGetProcAddress_v2, "cuFutureThing", 0, 500, set, IN_CUDART);
+    fixture_lookup(f, CT_API_cudaGetDriverEntryPoint, "cuMemCreate", 1, 0, 0, IN_TORCH);
+
+    int64_t a = driver_call(f, CT_API_cudaMalloc, ptr_a, 1 * GiB, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuMemAlloc_v2, ptr_a, 1 * GiB, a, IN_CUDART, 0);
+    int64_t b = driver_call(f, CT_API_cudaMalloc, ptr_b, 512 * MiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemAlloc_v2, ptr_b, 512 * MiB, b, IN_CUDART, 0);
+    driver_call(f, CT_API_cuMemAllocManaged, ptr_m, 16 * MiB, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuMemAllocHost_v2, ptr_h, 64 * MiB, 0, IN_EXE, 0);
+
+    struct fixture_nccl_init init = {
+        .comm = 0x5555000, .nranks = 2, .hash = NCCL_WORLD_HASH, .caller = IN_TORCH};
+    int64_t comm = fixture_nccl_init(f, &init);
+    driver_call(f, CT_API_cuMemCreate, 0xa1, 200 * MiB, comm, IN_NCCL, LOCATION_DEVICE);
+    driver_call(f, CT_API_cuMemAddressReserve, va_n1, 200 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemMap, va_n1, 200 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemSetAccess, va_n1, 200 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemCreate, 0xa2, 8 * MiB, comm, IN_NCCL, LOCATION_DEVICE);
+    driver_call(f, CT_API_cuMemAddressReserve, va_n2, 8 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemMap, va_n2, 8 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemAlloc_v2, ptr_n, 4 * MiB, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemCreate, 0xa3, 2 * MiB, comm, IN_NCCL, LOCATION_HOST_NUMA);
+    driver_call(f, CT_API_cuMemRelease, 0xa3, 0, comm, IN_NCCL, 0);
+    driver_call(f, CT_API_cuMemImportFromShareableHandle, 0xb1, 200 * MiB, comm, IN_NCCL, 0);
+
+    int64_t graph = driver_call(f, CT_API_cudaGraphInstantiate, 0x6000, 0, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuMemAlloc_v2, ptr_g, 6 * MiB, graph, IN_CUDART, 0);
+
+    driver_call(f, CT_API_cuMemAddressReserve, va_t, 8 * GiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemCreate, 0xc1, 20 * MiB, 0, IN_TORCH, LOCATION_DEVICE);
+    driver_call(f, CT_API_cuMemMap, va_t, 20 * MiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemSetAccess, va_t, 40 * MiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemCreate, 0xc2, 20 * MiB, 0, IN_TORCH, LOCATION_DEVICE);
+    driver_call(f, CT_API_cuMemMap, va_t + 20 * MiB, 20 * MiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemUnmap, va_t + 20 * MiB, 20 * MiB, 0, IN_TORCH, 0);
+    driver_call(f, CT_API_cuMemRelease, 0xc2, 0, 0, IN_TORCH, 0);
+
+    int64_t x = driver_call(f, CT_API_cudaMalloc, ptr_x, 100 * MiB, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuMemAlloc_v2, ptr_x, 100 * MiB, x, IN_CUDART, 0);
+    int64_t free_x = driver_call(f, CT_API_cudaFree, ptr_x, 0, 0, IN_EXE, 0);
+    driver_call(f, CT_API_cuMemFree_v2, ptr_x, 0, free_x, IN_CUDART, 0);
+    struct fixture_event meminfo = {.api = CT_API_cudaMemGetInfo,
+                                    .dur_ns = 1000,
+                                    .caller = IN_EXE,
+                                    .arg = {80 * GiB - DRIVER_MEMINFO_USED, 80 * GiB}};
+    fixture_event(f, &meminfo);
+    fixture_close(f);
+    return path;
+}

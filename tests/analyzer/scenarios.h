@@ -61,6 +61,59 @@ char *scenario_shared_gpu_second(const char *dir);
 #define SHARED_UUID "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 
 /*
+ * The driver API with issuing modules (format 3): one process (pid 5150,
+ * /opt/app/mini_server, NCCL 2.28.9) on one H100 (device 0), every call
+ * with the module it came from (E the program, R libcudart.so.12, N
+ * libnccl.so.2, T libtorch_cuda.so; libcuda.so.1 is loaded but issues
+ * nothing). Nested calls are indented under the call they were made in.
+ *   seq 1  cudaSetDevice (E)
+ *   seq 2    cuDevicePrimaryCtxRetain (R)
+ *   seq 3-7  cuGetProcAddress_v2 (R): cuMemAlloc_v2 and cuMemFree_v2
+ *            (wrapped), cuLaunchKernel, cuMemAlloc_v2 again (wrapped),
+ *            cuFutureThing (fails: 500, not found)
+ *   seq 8  cudaGetDriverEntryPoint cuMemCreate (T, wrapped)
+ *          = 6 lookups of 5 symbols, 4 wrapped, 1 failed
+ *   seq 9  cudaMalloc A 1 GiB (E)              seq 10 cuMemAlloc_v2 A (R): counted once
+ *   seq 11 cudaMalloc B 512 MiB (T)            seq 12 cuMemAlloc_v2 B (R): counted once
+ *   seq 13 cuMemAllocManaged 16 MiB (E)
+ *   seq 14 cuMemAllocHost_v2 64 MiB (E)        host, not GPU memory
+ *   seq 15 ncclCommInitRank (T), inside it, all from N:
+ *     16 cuMemCreate 200 MiB on the device, 17 cuMemAddressReserve 200 MiB,
+ *     18 cuMemMap, 19 cuMemSetAccess, 20 cuMemCreate 8 MiB,
+ *     21 cuMemAddressReserve 8 MiB, 22 cuMemMap, 23 cuMemAlloc_v2 4 MiB
+ *     (counted: its parent allocates nothing), 24 cuMemCreate 2 MiB at
+ *     host NUMA node 0 (vmm_host), 25 cuMemRelease of it,
+ *     26 cuMemImportFromShareableHandle 200 MiB (a peer's: ipc)
+ *   seq 27 cudaGraphInstantiate (E)            seq 28 cuMemAlloc_v2 G 6 MiB (R): counted
+ *   seq 29 cuMemAddressReserve 8 GiB (T), then a PyTorch expandable-segment
+ *          grow and shrink: 30 cuMemCreate 20 MiB, 31 cuMemMap, 32 cuMemSetAccess,
+ *          33 cuMemCreate 20 MiB (the peak of vmm), 34 cuMemMap, 35 cuMemUnmap,
+ *          36 cuMemRelease of the second
+ *   seq 37 cudaMalloc X 100 MiB (E): the peak  seq 38 cuMemAlloc_v2 X (R)
+ *   seq 39 cudaFree X (E)                      seq 40 cuMemFree_v2 X (R)
+ *   seq 41 cudaMemGetInfo (E): free 79620 MiB of 80 GiB, used 2300 MiB
+ * GPU memory live at the end (and at seq 41): device 1546 MiB (A, B, NCCL's
+ * 4 MiB, G), managed 16 MiB, vmm 228 MiB (NCCL 208, PyTorch 20) = 1790 MiB;
+ * unexplained 510 MiB. By module: mini_server 1040 MiB (peak 1140),
+ * libtorch_cuda.so 532 (peak 552), libnccl.so.2 212, libcudart.so.12 6.
+ */
+#define DRIVER_PID          5150
+#define DRIVER_UUID         "GPU-d0d0d0d0-1111-2222-3333-444444444444"
+#define DRIVER_EXE          "/opt/app/mini_server"
+#define DRIVER_CUDART       "/usr/local/cuda-12.8/lib64/libcudart.so.12"
+#define DRIVER_NCCL         "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
+#define DRIVER_TORCH        "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so"
+#define DRIVER_LIBCUDA      "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+#define DRIVER_CALLS        41
+#define DRIVER_NESTED       22
+#define DRIVER_GPU_LIVE     (1790 * MiB)
+#define DRIVER_GPU_PEAK     (1890 * MiB)
+#define DRIVER_MEMINFO_USED (2300 * MiB)
+#define DRIVER_UNEXPLAINED  (510 * MiB)
+#define DRIVER_NCCL_BUFFERS (212 * MiB)
+char *scenario_driver(const char *dir);
+
+/*
  * Four ranks of one NCCL job (NCCL 2.28.9), one process each: pids
  * 1000-1003, ranks 0-3; ranks 0 and 1 on node1, 2 and 3 on node2, each on
  * its host's device 0 or 1. Communicators:

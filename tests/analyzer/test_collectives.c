@@ -350,7 +350,8 @@ START_TEST(test_deterministic_output)
 }
 END_TEST
 
-/* A trace written before cutrace recorded NCCL: none of the views. */
+/* A trace with part of its schema dropped by `drop`: written before cutrace
+ * recorded NCCL (format 1: none of the views), or damaged. */
 static char *old_trace(const char *dir, const char *drop)
 {
     char *path = fixture_trace_path(dir, "node1", 77, 77);
@@ -370,10 +371,12 @@ START_TEST(test_old_trace_is_refused)
         const char *drop, *needle;
     } cases[] = {
         {"DROP VIEW collectives; DROP VIEW communicators; DROP VIEW nccl_events;"
-         " ALTER TABLE process DROP COLUMN nccl_version",
+         " ALTER TABLE process DROP COLUMN nccl_version;"
+         " UPDATE meta SET value = 1 WHERE key = 'format_version'",
          "incomplete cutrace trace: no table or view 'communicators' (written by a cutrace that"
          " did not record NCCL calls)"},
-        {"DROP VIEW collectives", "no table or view 'collectives'"},
+        /* Damaged format-3 traces: refused by every report. */
+        {"DROP VIEW collectives", "incomplete cutrace trace: no table or view 'collectives'"},
         {"ALTER TABLE process DROP COLUMN nccl_version",
          "incomplete cutrace trace: 'process' has no column 'nccl_version'"},
         {"DROP VIEW communicators; CREATE VIEW communicators AS SELECT seq AS comm_id FROM events",

@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(runner, errnames_suite());
     srunner_add_suite(runner, trace_suite());
     srunner_add_suite(runner, summary_suite());
+    srunner_add_suite(runner, summary_driver_suite());
     srunner_add_suite(runner, bad_input_suite());
     srunner_add_suite(runner, run_suite());
     srunner_add_suite(runner, recover_suite());

@@ -954,8 +954,10 @@ START_TEST(test_killed_process_counts_on_its_gpu)
     char *j = compact(r.out);
     char *gpus = strstr(j, "\"gpus\":[");
     ck_assert_ptr_nonnull(gpus);
-    assert_contains(gpus, "\"used_bytes\":5368709120,\"traced_live_bytes\":3221225472,"
-                          "\"unexplained_bytes\":2147483648}");
+    assert_contains(gpus,
+                    "\"used_bytes\":5368709120,\"traced_live_bytes\":3221225472,"
+                    "\"unexplained_bytes\":2147483648,"
+                    "\"traced_live_by_kind\":{\"device\":3221225472,\"managed\":0,\"vmm\":0}}");
     free(j);
     proc_result_free(&r);
     r = run2("summary", dir, NULL);

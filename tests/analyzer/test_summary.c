@@ -41,20 +41,29 @@ START_TEST(test_normal_text)
     assert_contains(out, " env CUDA_VISIBLE_DEVICES=0\n");
     assert_contains(out, " 0 " NORMAL_UUID " NVIDIA H100 80GB HBM3 80.00 GiB 0000:18:00.0\n");
     assert_contains(out, "\n Calls with no current device\n");
-    assert_contains(out, " cudaSetDevice runtime 1 0 0 100 ns\n");
+    assert_contains(out, " cudaSetDevice runtime 1 0 100 ns\n");
     assert_contains(out, "\n Device 0 (NVIDIA H100 80GB HBM3, " NORMAL_UUID ")\n");
-    /* calls, failed, nested, bytes of successful calls, host time */
-    assert_contains(out, " cudaMalloc runtime 5 1 1 8.00 MiB 450 ns\n");
-    assert_contains(out, " cudaFree runtime 3 1 0 300 ns\n");
-    assert_contains(out, " cudaIpcOpenMemHandle runtime 1 0 0 16.00 MiB 100 ns\n");
+    /* top-level calls, failed, bytes of successful calls, host time */
+    assert_contains(out, " cudaMalloc runtime 4 1 7.00 MiB 400 ns\n");
+    assert_contains(out, " cudaFree runtime 3 1 300 ns\n");
+    assert_contains(out, " cudaIpcOpenMemHandle runtime 1 0 16.00 MiB 100 ns\n");
+    /* The nested cudaMalloc apart, with the call it was made in. */
+    assert_contains(out, "\n nested call layer inside calls failed bytes host time\n"
+                         " cudaMalloc runtime cudaMallocManaged 1 0 1.00 MiB 50 ns\n");
     /* allocs, allocated, frees, freed, live at end, peak, when */
     assert_contains(out, " device 3 7.00 MiB 2 5.00 MiB 2.00 MiB 6.00 MiB seq 7 (+7.00 us)\n");
     assert_contains(out, " managed 1 1.00 MiB 0 0 B 1.00 MiB 1.00 MiB seq 12 (+12.0 us)\n");
+    assert_contains(out,
+                    " = GPU memory 4 8.00 MiB 2 5.00 MiB 3.00 MiB 6.00 MiB seq 7 (+7.00 us)\n");
     assert_contains(out, " host (pinned) 1 8.00 MiB 0 0 B 8.00 MiB 8.00 MiB seq 8 (+8.00 us)\n");
     assert_contains(out, " ipc (peer's) 1 16.00 MiB 0 0 B 16.00 MiB 16.00 MiB seq 11 (+11.0 us)\n");
     assert_contains(out, " last cudaMemGetInfo: seq 6 at +6.00 us: free 70.00 GiB of 80.00 GiB, "
                          "used 10.00 GiB\n");
-    assert_contains(out, " traced live device+managed then: 2.00 MiB; unexplained: 10.00 GiB\n");
+    assert_contains(out,
+                    " traced live device+managed+vmm then: 2.00 MiB; unexplained: 10.00 GiB\n");
+    /* No caller in a recorded module: no module table, no lookups line. */
+    ck_assert_ptr_null(strstr(out, "issued by"));
+    ck_assert_ptr_null(strstr(out, "lookups"));
     assert_contains(out, " failed calls: 2\n");
     assert_contains(out, " 4 +4.00 us cudaMalloc 2 cudaErrorMemoryAllocation 100.00 GiB\n");
     assert_contains(out, " 10 +10.0 us cudaFree 1 cudaErrorInvalidValue 0 B\n");
@@ -98,7 +107,8 @@ START_TEST(test_normal_json)
                        "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":16777216");
     assert_contains(j, "\"meminfo\":{\"seq\":6,\"at_ns\":6000,\"free_bytes\":75161927680,"
                        "\"total_bytes\":85899345920,\"used_bytes\":10737418240,"
-                       "\"traced_live_bytes\":2097152,\"unexplained_bytes\":10735321088}");
+                       "\"traced_live_bytes\":2097152,\"unexplained_bytes\":10735321088,"
+                       "\"traced_live_by_kind\":{\"device\":2097152,\"managed\":0,\"vmm\":0}}");
     assert_contains(j, "{\"seq\":4,\"at_ns\":4000,\"api\":\"cudaMalloc\",\"layer\":\"runtime\","
                        "\"result\":2,\"result_name\":\"cudaErrorMemoryAllocation\","
                        "\"size\":107374182400,\"ptr\":\"0x0\",\"device\":0}");
@@ -163,19 +173,24 @@ static void check_shared_gpu(int first_exits)
     char *b = scenario_shared_gpu_second(dir);
     struct proc_result r = summary(dir, true);
     char *j = compact(r.out);
-    const char *expected = first_exits
-                               ? "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
-                                 "\"unexplained_bytes\":3221225472}"
-                               : "\"used_bytes\":5368709120,\"traced_live_bytes\":3221225472,"
-                                 "\"unexplained_bytes\":2147483648}";
+    const char *expected =
+        first_exits
+            ? "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
+              "\"unexplained_bytes\":3221225472,\"traced_live_by_kind\":{\"device\":2147483648,"
+              "\"managed\":0,\"vmm\":0}}"
+            : "\"used_bytes\":5368709120,\"traced_live_bytes\":3221225472,"
+              "\"unexplained_bytes\":2147483648,\"traced_live_by_kind\":{\"device\":3221225472,"
+              "\"managed\":0,\"vmm\":0}}";
     char *gpu = strstr(j, "\"gpus\":[");
     ck_assert_ptr_nonnull(gpu);
     assert_contains(gpu, "{\"uuid\":\"" SHARED_UUID "\",\"name\":\"NVIDIA A100-SXM4-80GB\","
                          "\"pids\":[100,200],\"meminfo\":{\"pid\":200,");
     assert_contains(gpu, expected);
     /* Each process's own view: pid 200 alone explains 2 of its 5 GiB. */
-    assert_contains(j, "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
-                       "\"unexplained_bytes\":3221225472}");
+    assert_contains(
+        j, "\"used_bytes\":5368709120,\"traced_live_bytes\":2147483648,"
+           "\"unexplained_bytes\":3221225472,\"traced_live_by_kind\":{\"device\":2147483648,"
+           "\"managed\":0,\"vmm\":0}}");
     /* Processes in start order. */
     ck_assert_ptr_nonnull(strstr(j, "\"pid\":100,"));
     ck_assert(strstr(j, "\"pid\":100,") < strstr(j, "\"pid\":200,"));

@@ -20,6 +20,7 @@ Suite *table_suite(void);
 Suite *errnames_suite(void);
 Suite *trace_suite(void);
 Suite *summary_suite(void);
+Suite *summary_driver_suite(void);
 Suite *bad_input_suite(void);
 Suite *run_suite(void);
 Suite *recover_suite(void);

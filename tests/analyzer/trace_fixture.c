@@ -94,7 +94,7 @@ static sqlite3_stmt *prepare_event_insert(struct fixture *f)
     len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", caller, stack_id, handle) VALUES (?");
     for (int i = 1; i < EVENT_HEAD_COLUMNS + CT_RECORD_ARGS; i++)
         len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?");
-    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", 0, 0, ?)");
+    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?, 0, ?)");
     if (len >= sizeof(sql))
         abort();
     return prepare(f, sql);
@@ -267,7 +267,8 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e)
     sqlite3_bind_int64(s, 14, e->stream);
     for (int i = 0; i < CT_RECORD_ARGS; i++)
         sqlite3_bind_int64(s, EVENT_HEAD_COLUMNS + 1 + i, e->arg[i]);
-    int handle = EVENT_HEAD_COLUMNS + CT_RECORD_ARGS + 1;
+    sqlite3_bind_int64(s, EVENT_HEAD_COLUMNS + CT_RECORD_ARGS + 1, e->caller);
+    int handle = EVENT_HEAD_COLUMNS + CT_RECORD_ARGS + 2;
     if (e->handle)
         sqlite3_bind_blob(s, handle, e->handle, (int)e->handle_len, SQLITE_TRANSIENT);
     else
@@ -281,6 +282,86 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e)
     if (t_ns + EVENT_SPACING_NS > f->next_t_ns)
         f->next_t_ns = t_ns + EVENT_SPACING_NS;
     return seq;
+}
+
+int64_t fixture_module(struct fixture *f, const char *path, int64_t start, int64_t end)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT INTO modules(path, base, start_addr, end_addr)"
+                                    " VALUES (?, ?, ?, ?)");
+    bind_text_or_null(stmt, 1, path);
+    sqlite3_bind_int64(stmt, 2, start);
+    sqlite3_bind_int64(stmt, 3, start);
+    sqlite3_bind_int64(stmt, 4, end);
+    run(f, stmt);
+    return sqlite3_last_insert_rowid(f->db);
+}
+
+int64_t fixture_lookup(struct fixture *f, enum ct_api api, const char *symbol, int wrapped,
+                       int64_t result, int64_t parent_seq, int64_t caller)
+{
+    size_t len = strlen(symbol);
+    struct fixture_event e = {.api = api,
+                              .parent_seq = parent_seq,
+                              .depth = parent_seq ? 1 : 0,
+                              .device = 0,
+                              .result = result,
+                              .dur_ns = 200,
+                              .ptr = result == 0 ? 0x7f4000010000 + (int64_t)len : 0,
+                              .caller = caller,
+                              .arg = {12000, wrapped, (int64_t)len},
+                              .handle = symbol,
+                              .handle_len = len};
+    return fixture_event(f, &e);
+}
+
+/* The views of format 2 that format 3 changed (include/cutrace/schema.h
+ * before the driver API): no module column, no vmm_host kind. */
+static const char format2_views[] =
+    "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"
+    " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"
+    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7"
+    " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"
+    "CREATE VIEW mem_events AS SELECT e.seq, e.t_ns, e.device, e.ptr, e.size, a.name AS api,"
+    " a.role, a.space, a.kind FROM events e JOIN apis a ON a.api_id = e.api_id"
+    " WHERE e.result = 0 AND a.role IN ('alloc', 'free', 'reset') AND NOT EXISTS"
+    " (SELECT 1 FROM events p JOIN apis pa ON pa.api_id = p.api_id WHERE p.seq = e.parent_seq"
+    " AND pa.role IN ('alloc', 'free', 'reset'));\n"
+    "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"
+    " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api"
+    " FROM mem_events WHERE role IN ('alloc', 'free')"
+    " WINDOW w AS (PARTITION BY space, ptr ORDER BY seq)),"
+    " r AS (SELECT seq, t_ns, device, api FROM mem_events WHERE role = 'reset'),"
+    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq)"
+    " AS reset_seq FROM m WHERE m.role = 'alloc')"
+    " SELECT j.seq, j.api, j.device, j.ptr, j.size, j.kind, j.t_ns,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN j.next_seq ELSE j.reset_seq END AS free_seq,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN j.next_t_ns ELSE (SELECT r.t_ns FROM r WHERE r.seq = j.reset_seq) END AS free_t_ns,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"
+    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api FROM j;\n";
+
+void fixture_downgrade(const char *path, int format)
+{
+    if (format < 1 || format > 2)
+        abort();
+    struct fixture f = {.path = strdup(path)};
+    if (sqlite3_open_v2(path, &f.db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+        die(&f, "open");
+    /* The events table keeps its eight argument columns (format 1 had
+     * four): no report reads them. */
+    fixture_exec(&f, "BEGIN; DROP VIEW driver_lookups; DROP VIEW allocations;"
+                     " DROP VIEW mem_events; DROP VIEW calls; DROP TABLE modules");
+    fixture_exec(&f, format2_views);
+    if (format == 1)
+        fixture_exec(&f, "DROP VIEW collectives; DROP VIEW communicators; DROP VIEW nccl_events;"
+                         " ALTER TABLE process DROP COLUMN nccl_version");
+    fixture_meta_int(&f, "format_version", format);
+    fixture_exec(&f, "COMMIT");
+    if (sqlite3_close(f.db) != SQLITE_OK)
+        die(&f, "close");
+    free(f.path);
 }
 
 int64_t fixture_call(struct fixture *f, enum ct_api api, int64_t device, int64_t ptr, int64_t size,
@@ -311,6 +392,7 @@ int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *ini
                               .result = init->result,
                               .dur_ns = 50000,
                               .ptr = init->comm,
+                              .caller = init->caller,
                               .arg = {init->comm, init->nranks, init->rank, (int64_t)init->hash,
                                       init->parent, init->color, init->key}};
     return fixture_event(f, &e);

@@ -4,10 +4,13 @@
  * A fixture is created exactly as libcutrace creates a trace: CT_SCHEMA_SQL
  * from include/cutrace/schema.h, the apis table from include/cutrace/apis.h
  * (api_id = enum ct_api) and the meta keys, in WAL mode. Helpers add process,
- * device, env and event rows, and NCCL records laid out as the NCCL hooks
- * lay them out (the field comment above CT_SCHEMA_SQL); anything the helpers
- * cannot express (damaged or foreign files) goes through fixture_exec.
- * Failures abort the test.
+ * device, env, module and event rows (an event's caller is the return
+ * address the `module` columns map to a modules row), NCCL records laid out
+ * as the NCCL hooks lay them out (the field comment above CT_SCHEMA_SQL) and
+ * driver lookups as the driver_lookups view reads them; fixture_downgrade
+ * turns a trace into one of an older format. Anything the helpers cannot
+ * express (damaged or foreign files) goes through fixture_exec. Failures
+ * abort the test.
  */
 #ifndef CUTRACE_TESTS_TRACE_FIXTURE_H
 #define CUTRACE_TESTS_TRACE_FIXTURE_H
@@ -41,6 +44,7 @@ struct fixture_event {
     enum ct_api api;
     int64_t device, result, depth, ptr, size, flags, stream;
     int64_t arg[CT_RECORD_ARGS];
+    int64_t caller;     /* return address into the issuing module; 0 unknown */
     const void *handle; /* NULL: no handle */
     size_t handle_len;
 };
@@ -67,6 +71,28 @@ void fixture_process(struct fixture *f, const struct fixture_process *p);
 void fixture_device(struct fixture *f, int64_t device, const char *uuid, const char *name,
                     int64_t total_bytes);
 void fixture_env(struct fixture *f, const char *name, const char *value);
+
+/* Adds a modules row (path NULL stores NULL, for FIXTURE_NULLABLE) covering
+ * [start, end) and returns its module_id; base is start. */
+int64_t fixture_module(struct fixture *f, const char *path, int64_t start, int64_t end);
+
+/*
+ * A driver entry-point lookup (cuGetProcAddress[_v2],
+ * cudaGetDriverEntryPoint[ByVersion]) of `symbol` as the view reads it: the
+ * name in the handle blob, its length in arg2, the CUDA version asked for
+ * in arg0 (12000), wrapped in arg1, the address returned in ptr (0 when it
+ * failed). parent_seq 0: made at top level.
+ */
+int64_t fixture_lookup(struct fixture *f, enum ct_api api, const char *symbol, int wrapped,
+                       int64_t result, int64_t parent_seq, int64_t caller);
+
+/*
+ * Makes the complete (closed) trace at path look written by an older
+ * cutrace: format 2 has no modules table, no driver_lookups view and no
+ * module column in calls and allocations; format 1 also lacks the NCCL views
+ * and process.nccl_version.
+ */
+void fixture_downgrade(const char *path, int format);
 
 /* Adds an event and returns its seq. */
 int64_t fixture_event(struct fixture *f, const struct fixture_event *e);
@@ -98,6 +124,7 @@ struct fixture_nccl_init {
     uint64_t hash;                /* unique-id hash, the same in every rank */
     int64_t parent, color, key;   /* splits only */
     int64_t device, result, t_ns; /* t_ns 0: the fixture's clock */
+    int64_t caller;               /* return address into the issuing module; 0 unknown */
 };
 int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *init);
 

@@ -1,7 +1,8 @@
 /*
  * suites.h - the integration suites: runtime (what is recorded, the program
  * unchanged), reliability (crashes, signals, threads, fork, hostile files) and
- * nccl (communicators and collectives joined across ranks).
+ * nccl (communicators and collectives joined across ranks) and roads (ctypes,
+ * cuGetProcAddress, entry points, nesting, other shims).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -11,5 +12,6 @@
 Suite *runtime_suite(void);
 Suite *reliability_suite(void);
 Suite *nccl_suite(void);
+Suite *roads_suite(void);
 
 #endif
