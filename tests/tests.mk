@@ -51,11 +51,16 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
-                  $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so
+                  $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
+                  $(BUILD)/progs/drv_direct
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -o $@ -L$(BUILD)/fake -lfake_static_user -lfake_expandable -lcudart
+
+$(BUILD)/progs/drv_direct: tests/progs/drv_direct.c $(FAKE_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcuda
 
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
 	@mkdir -p $(@D)

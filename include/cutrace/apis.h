@@ -93,6 +93,7 @@
     X(cuDevicePrimaryCtxRetain, driver, ctx_create, , )                                            \
     X(cuDevicePrimaryCtxRelease_v2, driver, ctx_destroy, , )                                       \
     X(cuDevicePrimaryCtxReset_v2, driver, reset, , )                                               \
+    X(cuCtxCreate, driver, ctx_create, , )                                                         \
     X(cuCtxCreate_v2, driver, ctx_create, , )                                                      \
     X(cuCtxCreate_v3, driver, ctx_create, , )                                                      \
     X(cuCtxCreate_v4, driver, ctx_create, , )                                                      \

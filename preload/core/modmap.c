@@ -31,12 +31,15 @@ static bool listed(const uint64_t *list, size_t n, uint64_t addr)
     return false;
 }
 
-void ct_modmap_note(struct ct_modmap *map, uint64_t addr)
+bool ct_modmap_note(struct ct_modmap *map, uint64_t addr)
 {
-    if (!addr || in_known(map, addr) || map->n_pending == CT_MODMAP_PENDING ||
-        listed(map->pending, map->n_pending, addr) || listed(map->unknown, map->n_unknown, addr))
-        return;
+    if (!addr || in_known(map, addr) || listed(map->pending, map->n_pending, addr) ||
+        listed(map->unknown, map->n_unknown, addr))
+        return true;
+    if (map->n_pending == CT_MODMAP_PENDING)
+        return false;
     map->pending[map->n_pending++] = addr;
+    return true;
 }
 
 struct finder {
@@ -80,14 +83,18 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 
 size_t ct_modmap_resolve(struct ct_modmap *map, struct ct_module *out, size_t cap)
 {
-    size_t n = 0;
+    size_t n = 0, kept = 0;
     for (size_t i = 0; i < map->n_pending; i++) {
         uint64_t addr = map->pending[i];
         bool seen = false;
         for (size_t k = 0; k < n; k++)
             seen = seen || (addr >= out[k].start && addr < out[k].end);
-        if (seen || n == cap)
+        if (seen)
             continue;
+        if (n == cap) {
+            map->pending[kept++] = addr; /* its object waits for the next round */
+            continue;
+        }
         struct finder f = {addr, &out[n], false};
         dl_iterate_phdr(find_object, &f);
         if (f.found)
@@ -95,7 +102,7 @@ size_t ct_modmap_resolve(struct ct_modmap *map, struct ct_module *out, size_t ca
         else if (map->n_unknown < CT_MODMAP_PENDING)
             map->unknown[map->n_unknown++] = addr;
     }
-    map->n_pending = 0;
+    map->n_pending = kept;
     return n;
 }
 

@@ -22,7 +22,7 @@ struct ct_module {
     uint64_t end;   /* one past the highest */
 };
 
-enum { CT_MODMAP_MAX = 512, CT_MODMAP_PENDING = 64 };
+enum { CT_MODMAP_MAX = 512, CT_MODMAP_PENDING = 256, CT_MODMAP_FOUND = 16 };
 
 struct ct_modmap {
     struct ct_module_range {
@@ -35,10 +35,17 @@ struct ct_modmap {
     size_t n_unknown;
 };
 
-/* A record's caller: remembered for resolution unless already known. */
-void ct_modmap_note(struct ct_modmap *map, uint64_t addr);
+/*
+ * A record's caller: remembered for resolution unless already known. False
+ * when it needs remembering but the pending list is full: the writer then
+ * leaves that record for its next round, after resolving what is pending.
+ */
+bool ct_modmap_note(struct ct_modmap *map, uint64_t addr);
 
-/* Finds the objects of the pending addresses (no lock needed); returns how many. */
+/*
+ * Finds the objects of the pending addresses (no lock needed): up to `cap`
+ * objects; addresses whose object did not fit stay pending. Returns how many.
+ */
 size_t ct_modmap_resolve(struct ct_modmap *map, struct ct_module *out, size_t cap);
 
 /* Adds a stored object to the known ranges. */

@@ -62,6 +62,7 @@ struct ct_writer {
     bool versions_known;
     uint64_t versions_tried_ns;
     uint64_t last_seq;        /* highest sequence number committed */
+    bool more_to_drain;       /* the last drain stopped early, not for lack of records */
     uint64_t file_checked_ns; /* when the trace file was last seen in place */
     char last_error[512];
 };
@@ -101,19 +102,22 @@ static bool open_trace_file(struct ct_writer *w);
  * lock held: the driver has fork handlers and locks of its own), and storing the answers (under
  * work_mu again).
  */
-static void note_context(struct ct_writer *w, const struct ct_record *r)
+/* False when the record must wait for the next round (its caller cannot be noted yet). */
+static bool note_context(struct ct_writer *w, const struct ct_record *r)
 {
+    if (!ct_modmap_note(&w->modules, r->caller))
+        return false;
     /* Identity only after the program's own call on that device succeeded. */
     if (r->result == 0 && r->device >= 0 && r->device < CT_MAX_DEVICES &&
         w->device_state[r->device] == DEVICE_UNSEEN) {
         w->device_state[r->device] = DEVICE_PENDING;
         w->device_first_seq[r->device] = r->seq;
     }
-    ct_modmap_note(&w->modules, r->caller);
+    return true;
 }
 
 struct learned {
-    struct ct_module modules[CT_MODMAP_PENDING];
+    struct ct_module modules[CT_MODMAP_FOUND];
     size_t n_modules;
     struct ct_device_info devices[CT_MAX_DEVICES];
     uint64_t first_seq[CT_MAX_DEVICES];
@@ -125,7 +129,7 @@ static void learn_context(struct ct_writer *w, struct learned *out)
 {
     out->n_devices = 0;
     out->versions = (struct ct_versions){0, 0, 0};
-    out->n_modules = ct_modmap_resolve(&w->modules, out->modules, CT_MODMAP_PENDING);
+    out->n_modules = ct_modmap_resolve(&w->modules, out->modules, CT_MODMAP_FOUND);
     for (int d = 0; d < CT_MAX_DEVICES; d++) {
         if (w->device_state[d] != DEVICE_PENDING)
             continue;
@@ -184,6 +188,7 @@ static bool open_trace_file(struct ct_writer *w)
 static long drain_once(struct ct_writer *w)
 {
     uint64_t start = w->cursor;
+    w->more_to_drain = false;
     const struct ct_record *r = ct_ring_peek(w->cfg.ring, &w->cursor);
     if (!r)
         return 0;
@@ -194,9 +199,13 @@ static long drain_once(struct ct_writer *w)
     long n = 0;
     uint64_t last_seq = w->last_seq;
     for (; r; r = (n < CT_BATCH_MAX) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
+        if (!note_context(w, r)) {
+            w->cursor--; /* not consumed: it stays published in the ring */
+            w->more_to_drain = true;
+            break;
+        }
         if (ct_store_insert(w->store, r))
             return -1;
-        note_context(w, r);
         if (r->seq > last_seq)
             last_seq = r->seq;
         n++;
@@ -321,7 +330,7 @@ static void *writer_main(void *arg)
             free(learned);
             break;
         }
-        if (n < CT_BATCH_MAX && !behind)
+        if (n < CT_BATCH_MAX && !w->more_to_drain && !behind)
             wait_interval(w);
         pthread_mutex_unlock(&w->mu);
         if (behind && n == 0) {

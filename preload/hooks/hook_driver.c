@@ -372,6 +372,14 @@ CT_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
         ct_event_set_device(&ev, (dev));                                                           \
     } while (0)
 
+/* The unversioned symbol is the oldest ABI, kept by the driver for old programs. */
+CT_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CT_REAL(cuCtxCreate);
+    CT_TRACE(CT_API_cuCtxCreate, CUresult, MISSING, real(pctx, flags, dev),
+             CONTEXT_MADE(pctx, dev, flags));
+}
+
 CT_EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CT_REAL(cuCtxCreate_v2);

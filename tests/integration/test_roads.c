@@ -252,6 +252,42 @@ START_TEST(test_real_runtime_reaches_its_driver_through_the_hooks)
 }
 END_TEST
 
+/* Road 1 for the driver: a program that links libcuda and calls it by name. */
+START_TEST(test_direct_driver_calls_and_ptsz_lookup)
+{
+    struct world w;
+    world_init(&w);
+    const char *argv[] = {build_path("progs/drv_direct"), NULL};
+    struct run plain = run_prog(&w, false, argv, 30);
+    struct run traced = run_prog(&w, true, argv, 30);
+    ck_assert_int_eq(plain.status, 0);
+    ck_assert_int_eq(traced.status, 0);
+    ck_assert_str_eq(plain.out, "missing symbol: NULL\n");
+    ck_assert_str_eq(traced.out, plain.out);
+    char **files;
+    ck_assert_uint_eq(list_traces(&w, &files), 1);
+    sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    ck_assert_str_eq(tsql_text(db, "SELECT group_concat(api, ',') FROM (SELECT api FROM calls"
+                                   " WHERE NOT nested ORDER BY seq)"),
+                     "cuDevicePrimaryCtxRetain,cuMemAlloc_v2,cuMemGetInfo_v2,cuGetProcAddress_v2,"
+                     "cuMemAllocAsync_ptsz,cuMemFreeAsync,cuMemFree_v2,"
+                     "cuDevicePrimaryCtxRelease_v2");
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls WHERE layer = 'driver'"
+                                  " AND device = 0 AND module LIKE '%drv_direct'"),
+                     8);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM allocations WHERE free_seq IS NULL"), 0);
+    ck_assert_int_eq(
+        tsql_int(db, "SELECT size FROM allocations WHERE api = 'cuMemAllocAsync_ptsz'"), 2 << 20);
+    ck_assert_int_eq(tsql_int(db, "SELECT wrapped FROM driver_lookups"), 1);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM meminfo"), 1);
+    sqlite3_close(db);
+    free_list(files, 1);
+    run_free(&plain);
+    run_free(&traced);
+    world_free(&w);
+}
+END_TEST
+
 Suite *roads_suite(void)
 {
     Suite *s = suite_create("roads");
@@ -262,6 +298,7 @@ Suite *roads_suite(void)
     tcase_add_test(tc, test_runtime_malloc_counts_once);
     tcase_add_test(tc, test_other_preload_shims_keep_working_in_either_order);
     tcase_add_test(tc, test_real_runtime_reaches_its_driver_through_the_hooks);
+    tcase_add_test(tc, test_direct_driver_calls_and_ptsz_lookup);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,5 +15,6 @@ Suite *writer_suite(void);
 Suite *envcap_suite(void);
 Suite *procinfo_suite(void);
 Suite *tracefile_suite(void);
+Suite *modmap_suite(void);
 
 #endif
