@@ -295,23 +295,17 @@ static void problem_add_rank(struct problem *p, const struct report *r, const st
 
 /* ---- loading one trace ---- */
 
-/* <host>-<pid>-<start_wall_ns>.db, for a trace that lost its process row. */
+/* For a trace that lost its process row. */
 static void identity_from_file_name(struct proc *p)
 {
-    const char *file = p->trace->file;
-    const char *end = strrchr(file, '.');
-    const char *second = end ? memrchr(file, '-', (size_t)(end - file)) : NULL;
-    const char *first = second ? memrchr(file, '-', (size_t)(second - file)) : NULL;
-    if (!first || first == file)
-        return;
-    char *stop;
-    long long pid = strtoll(first + 1, &stop, 10);
-    if (stop != second || pid <= 0)
+    int64_t pid, start;
+    char *host;
+    if (!trace_identity_from_file_name(p->trace->file, &pid, &start, &host))
         return;
     p->pid = pid;
     p->has_pid = true;
     free(p->host);
-    p->host = xstrndup(file, (size_t)(first - file));
+    p->host = host;
 }
 
 static int load_process(struct proc *p)
@@ -1298,39 +1292,6 @@ static int64_t mean(int64_t total, int64_t count)
 
 /* ---- text rendering ---- */
 
-/* Prints text (made terminal-safe) wrapped at word boundaries to the
- * report's width, continuation lines indented two more columns. */
-static void print_wrapped(const char *text, size_t indent)
-{
-    size_t column = 0;
-    const char *p = text;
-    while (*p) {
-        const char *end = strchr(p, ' ');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char *word = xstrndup(p, len);
-        size_t width = text_width(word);
-        if (column > 0 && column + 1 + width > TEXT_WIDTH) {
-            putchar('\n');
-            column = 0;
-        }
-        if (column == 0) {
-            size_t pad = indent + (p == text ? 0 : 2);
-            printf("%*s", (int)pad, "");
-            column = pad;
-        } else {
-            putchar(' ');
-            column++;
-        }
-        size_t room = TEXT_WIDTH > column ? TEXT_WIDTH - column : 1;
-        column += text_print(stdout, word, room, 0);
-        free(word);
-        p += len;
-        while (*p == ' ')
-            p++;
-    }
-    putchar('\n');
-}
-
 static void print_members(const struct report *r, const struct group *g)
 {
     static const struct table_column columns[] = {
@@ -1462,7 +1423,7 @@ static void print_pairs(const struct group *g)
 static void print_problems(const struct problem *list, size_t count, size_t indent)
 {
     for (size_t i = 0; i < count; i++)
-        print_wrapped(list[i].message, indent);
+        text_print_wrapped(stdout, list[i].message, indent);
 }
 
 static void print_group(const struct report *r, const struct group *g)

@@ -312,27 +312,18 @@ static struct device_report *find_device(struct process_report *p, int64_t ordin
 
 /* ---- pass 1: facts that need no ordering ---- */
 
-/* <host>-<pid>-<start_wall_ns>.db, for traces that lost their process row. */
+/* For traces that lost their process row. */
 static void identity_from_file_name(struct process_report *p)
 {
-    const char *file = p->trace->file;
-    const char *end = strrchr(file, '.');
-    const char *second = end ? memrchr(file, '-', (size_t)(end - file)) : NULL;
-    const char *first = second ? memrchr(file, '-', (size_t)(second - file)) : NULL;
-    if (!first || first == file)
-        return;
-    char *stop;
-    long long pid = strtoll(first + 1, &stop, 10);
-    if (stop != second || pid <= 0)
-        return;
-    long long start = strtoll(second + 1, &stop, 10);
-    if (stop != end)
+    int64_t pid, start;
+    char *host;
+    if (!trace_identity_from_file_name(p->trace->file, &pid, &start, &host))
         return;
     p->pid = pid;
     p->has_pid = true;
     p->start_wall_ns = start;
     p->has_start_wall = true;
-    p->host = xstrndup(file, (size_t)(first - file));
+    p->host = host;
 }
 
 static int load_process(struct process_report *p)

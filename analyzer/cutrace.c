@@ -19,6 +19,8 @@
 static const struct cli_command commands[] = {
     {"summary", cmd_summary, "calls, memory, peaks and failures per process and GPU"},
     {"collectives", cmd_collectives, "NCCL communicators and calls joined across ranks"},
+    {"timeline", cmd_timeline, "per GPU, every process's milestones with live memory by category"},
+    {"budget", cmd_budget, "replay the server's KV-cache budget and say what pushed it under"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
     {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},
 };

@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -209,4 +210,50 @@ void table_print(const struct table *t, FILE *out, size_t indent)
         print_row(t, out, indent, widths, (const char *const *)&t->cells[r * t->ncolumns]);
     free(headers);
     free(widths);
+}
+
+static bool is_unit_word(const char *p)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        size_t n = strlen(units[i]);
+        if (strncmp(p, units[i], n) == 0 && !isalnum((unsigned char)p[n]))
+            return true;
+    }
+    return false;
+}
+
+void text_print_wrapped(FILE *out, const char *text, size_t indent)
+{
+    size_t column = 0;
+    const char *p = text;
+    while (*p) {
+        const char *end = strchr(p, ' ');
+        /* "56.31 GiB" stays on one line: a size's unit is part of its word */
+        while (end && is_unit_word(end + 1))
+            end = strchr(end + 1, ' ');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *word = xstrndup(p, len);
+        size_t width = text_width(word);
+        if (column > 0 && column + 1 + width > TABLE_MAX_WIDTH) {
+            fputc('\n', out);
+            column = 0;
+        }
+        if (column == 0) {
+            size_t pad = indent + (p == text ? 0 : 2);
+            fprintf(out, "%*s", (int)pad, "");
+            column = pad;
+        } else {
+            fputc(' ', out);
+            column++;
+        }
+        /* a word longer than a line is cut, never spills past the width */
+        size_t room = TABLE_MAX_WIDTH > column ? TABLE_MAX_WIDTH - column : 1;
+        column += text_print(out, word, room, 0);
+        free(word);
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', out);
 }

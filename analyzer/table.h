@@ -49,4 +49,11 @@ size_t text_width(const char *text);
  */
 size_t text_print(FILE *out, const char *text, size_t width, size_t pad_to);
 
+/*
+ * Writes `text` made terminal-safe, wrapped at spaces so that no line is
+ * wider than TABLE_MAX_WIDTH: the first line indented `indent` columns,
+ * the next ones two more. Ends with a newline.
+ */
+void text_print_wrapped(FILE *out, const char *text, size_t indent);
+
 #endif

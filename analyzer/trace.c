@@ -737,3 +737,24 @@ void trace_set_close(struct trace_set *set)
     free(set->path);
     memset(set, 0, sizeof(*set));
 }
+
+bool trace_identity_from_file_name(const char *file, int64_t *pid, int64_t *start_wall_ns,
+                                   char **host)
+{
+    const char *end = strrchr(file, '.');
+    const char *second = end ? memrchr(file, '-', (size_t)(end - file)) : NULL;
+    const char *first = second ? memrchr(file, '-', (size_t)(second - file)) : NULL;
+    if (!first || first == file)
+        return false;
+    char *stop;
+    long long p = strtoll(first + 1, &stop, 10);
+    if (stop != second || p <= 0)
+        return false;
+    long long start = strtoll(second + 1, &stop, 10);
+    if (stop != end)
+        return false;
+    *pid = p;
+    *start_wall_ns = start;
+    *host = xstrndup(file, (size_t)(first - file));
+    return true;
+}

@@ -116,6 +116,14 @@ const struct trace_api *trace_api_by_name(const struct trace *t, const char *nam
 const char *trace_api_name(const struct trace *t, int64_t id);
 
 /*
+ * The identity a trace file's name carries (<host>-<pid>-<start_wall_ns>.db,
+ * tracefile.c), for traces that lost their process row. Returns false when
+ * the name is not of that form; *host is malloc'd.
+ */
+bool trace_identity_from_file_name(const char *file, int64_t *pid, int64_t *start_wall_ns,
+                                   char **host);
+
+/*
  * SQL aggregate available on every opened trace: ct_sum(x) adds the
  * non-negative integers of a group, ignoring NULLs and negative values and
  * saturating at INT64_MAX. SQLite's sum() would abort the whole query with

@@ -19,3 +19,15 @@ demo: deps
 	@echo
 	@echo "== What the trace says (cutrace summary $(DEMO_DIR)):"
 	@$(BUILD)/cutrace summary $(DEMO_DIR)
+
+# The simulated SGLang/vLLM startup of docs/budget.md (examples/README.md). It
+# links NCCL as torch does; its pynccl and custom all-reduce parts reach
+# libnccl and libcudart again through dlopen, as the Python servers do.
+TP_SERVER_SIM_SRCS := $(wildcard examples/tp_server_sim*.c)
+$(BUILD)/examples/tp_server_sim: $(TP_SERVER_SIM_SRCS) $(BUILD)/fake/libcudart.so.12 \
+                                 $(BUILD)/fake/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $(TP_SERVER_SIM_SRCS) -o $@ -L$(BUILD)/fake \
+		-lcudart -lnccl -ldl -lm
+
+all: $(BUILD)/examples/tp_server_sim

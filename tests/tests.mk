@@ -95,7 +95,8 @@ $(BUILD)/tests/integration_tests: $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/int
 
 -include $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/integration/%.d)
 
-integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD)/tests/integration_tests
+integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD)/tests/integration_tests \
+                   $(BUILD)/cutrace $(BUILD)/examples/tp_server_sim
 	@echo "== integration tests (libcutrace.so on the fake GPU stack and the real toolkit)"
 	@CUTRACE_TEST_BUILD=$(abspath $(BUILD)) CUTRACE_TEST_SRC=$(abspath .) $(BUILD)/tests/integration_tests
 

@@ -7,6 +7,10 @@
 
 #include <stdlib.h>
 
+/* The model-based reports' suites (test_timeline.c, test_budget.c). */
+Suite *timeline_suite(void);
+Suite *budget_suite(void);
+
 int main(void)
 {
     SRunner *runner = srunner_create(units_suite());
@@ -20,6 +24,8 @@ int main(void)
     srunner_add_suite(runner, run_suite());
     srunner_add_suite(runner, recover_suite());
     srunner_add_suite(runner, collectives_suite());
+    srunner_add_suite(runner, timeline_suite());
+    srunner_add_suite(runner, budget_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

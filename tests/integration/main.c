@@ -11,6 +11,7 @@ int main(void)
     srunner_add_suite(sr, reliability_suite());
     srunner_add_suite(sr, nccl_suite());
     srunner_add_suite(sr, roads_suite());
+    srunner_add_suite(sr, budget_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

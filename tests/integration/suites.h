@@ -2,7 +2,8 @@
  * suites.h - the integration suites: runtime (what is recorded, the program
  * unchanged), reliability (crashes, signals, threads, fork, hostile files) and
  * nccl (communicators and collectives joined across ranks) and roads (ctypes,
- * cuGetProcAddress, entry points, nesting, other shims).
+ * cuGetProcAddress, entry points, nesting, other shims) and budget (the
+ * simulated server's own budget found again by `cutrace budget`).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -13,5 +14,6 @@ Suite *runtime_suite(void);
 Suite *reliability_suite(void);
 Suite *nccl_suite(void);
 Suite *roads_suite(void);
+Suite *budget_suite(void);
 
 #endif
