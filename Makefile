@@ -6,6 +6,7 @@
 #   make demo       trace the example program on the simulated GPUs
 #   make bench      hot-path cost, printed as ratios against an untraced run
 #   make fuzz       libFuzzer on the trace loader and recovery (FUZZ_SECONDS each; not in CI)
+#   make gpu-test   cutrace on a real NVIDIA GPU (tests/gpu/README.md; skips without one)
 #   make install PREFIX=/usr/local
 #
 # Each part of the tree owns a fragment (preload/preload.mk, analyzer/analyzer.mk,
@@ -45,6 +46,7 @@ include tests/tests.mk
 include examples/examples.mk
 include bench/bench.mk
 include fuzz/fuzz.mk
+include tests/gpu/gpu.mk
 
 deps:
 	@scripts/deps.sh

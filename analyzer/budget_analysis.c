@@ -16,6 +16,7 @@
 #include "units.h"
 
 #include <assert.h>
+#include <getopt.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -755,6 +756,88 @@ void budget_analysis_free(struct budget_analysis *r)
     for (size_t i = 0; i < r->nnotes; i++)
         free(r->notes[i]);
     free(r->notes);
+}
+
+void budget_options_init(struct budget_options *o, struct budget_option_state *st)
+{
+    *o = (struct budget_options){.cell_size = BUDGET_CELL_SIZE, .burst_min = GM_BURST_MIN_DEFAULT};
+    *st = (struct budget_option_state){0};
+}
+
+static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
+{
+    uint64_t v;
+    if (parse_size(text, &v) != 0 || v > INT64_MAX || (positive && v == 0))
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+int budget_option(const char *cmd, int c, const char *arg, struct budget_options *o,
+                  struct budget_option_state *st)
+{
+    switch (c) {
+    case 'f':
+        st->framework = arg;
+        return 1;
+    case 'F':
+        if (!budget_parse_fraction(arg, &o->fraction))
+            return cli_usage_error(cmd, "--mem-fraction-static %s: expected a number in (0, 1]",
+                                   arg);
+        o->has_fraction = true;
+        o->fraction_source = "option";
+        st->budget_only = true;
+        return 1;
+    case 'U':
+        if (!budget_parse_fraction(arg, &o->util))
+            return cli_usage_error(cmd, "--gpu-memory-utilization %s: expected a number in (0, 1]",
+                                   arg);
+        o->has_util = true;
+        o->util_source = "option";
+        st->budget_only = true;
+        return 1;
+    case 'c':
+        if (!parse_bytes_opt(arg, &o->cell_size, true))
+            return cli_usage_error(cmd, "--cell-size %s: expected a positive size in bytes", arg);
+        st->budget_only = true;
+        return 1;
+    case 'b':
+        if (!parse_bytes_opt(arg, &o->burst_min, true))
+            return cli_usage_error(cmd, "--burst-min %s: expected a positive size in bytes", arg);
+        return 1;
+    case 'g':
+        if (!parse_bytes_opt(arg, &o->graph_estimate, false))
+            return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes", arg);
+        st->has_graph = true;
+        st->budget_only = true;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int budget_options_finish(const char *cmd, bool framework_required, struct budget_options *o,
+                          struct budget_option_state *st)
+{
+    if (!st->framework) {
+        if (framework_required)
+            return cli_usage_error(cmd, "--framework sglang|vllm is required");
+        if (st->budget_only)
+            return cli_usage_error(cmd, "the budget options need --framework sglang|vllm");
+        return CLI_PARSED;
+    }
+    if (strcmp(st->framework, "sglang") == 0)
+        o->framework = BUDGET_SGLANG;
+    else if (strcmp(st->framework, "vllm") == 0)
+        o->framework = BUDGET_VLLM;
+    else
+        return cli_usage_error(cmd, "--framework %s: expected sglang or vllm", st->framework);
+    if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph))
+        return cli_usage_error(cmd, "%s is a vLLM option",
+                               o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
+    if (o->framework == BUDGET_VLLM && o->has_fraction)
+        return cli_usage_error(cmd, "--mem-fraction-static is an SGLang option");
+    return CLI_PARSED;
 }
 
 int budget_analyse(struct budget_analysis *r)

@@ -11,6 +11,7 @@
 #include "budget.h"
 #include "gpumodel.h"
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -119,6 +120,39 @@ struct budget_analysis {
 
 /* true when text is a number in (0, 1] (a fraction or a utilization). */
 bool budget_parse_fraction(const char *text, double *out);
+
+/*
+ * The options `cutrace budget` and `cutrace diff` share, parsed once: put
+ * BUDGET_LONG_OPTIONS in the getopt table, hand every option to
+ * budget_option, then call budget_options_finish.
+ */
+#define BUDGET_LONG_OPTIONS                                                                        \
+    {"framework", required_argument, NULL, 'f'},                                                   \
+        {"mem-fraction-static", required_argument, NULL, 'F'},                                     \
+        {"gpu-memory-utilization", required_argument, NULL, 'U'},                                  \
+        {"cell-size", required_argument, NULL, 'c'}, {"burst-min", required_argument, NULL, 'b'},  \
+    {                                                                                              \
+        "cuda-graph-estimate", required_argument, NULL, 'g'                                        \
+    }
+
+struct budget_option_state {
+    const char *framework; /* as given, NULL when absent */
+    bool has_graph;
+    bool budget_only; /* an option that means nothing without --framework */
+};
+
+/* Defaults: SGLang's DeepSeek cell size, a 1 GiB weight burst. */
+void budget_options_init(struct budget_options *o, struct budget_option_state *st);
+
+/* Returns 1 when c is one of BUDGET_LONG_OPTIONS and arg was taken, 0 when
+ * c is not one of them, or the exit status of a usage error. */
+int budget_option(const char *cmd, int c, const char *arg, struct budget_options *o,
+                  struct budget_option_state *st);
+
+/* After the options: the framework and the combinations that make no sense.
+ * Returns CLI_PARSED, or the exit status of a usage error. */
+int budget_options_finish(const char *cmd, bool framework_required, struct budget_options *o,
+                          struct budget_option_state *st);
 
 /* F or U from the traced command lines, when the options do not give it;
  * vLLM falls back on its default U. */

@@ -50,15 +50,6 @@ static const char usage[] =
 
 /* ---- options ---- */
 
-static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
-{
-    uint64_t v;
-    if (parse_size(text, &v) != 0 || v > INT64_MAX || (positive && v == 0))
-        return false;
-    *out = (int64_t)v;
-    return true;
-}
-
 static bool parse_seq(const char *text, int64_t *out)
 {
     char *end;
@@ -73,48 +64,25 @@ static bool parse_seq(const char *text, int64_t *out)
 static int parse_options(int argc, char **argv, struct budget_options *o)
 {
     static const struct option options[] = {
-        {"framework", required_argument, NULL, 'f'},
-        {"mem-fraction-static", required_argument, NULL, 'F'},
-        {"gpu-memory-utilization", required_argument, NULL, 'U'},
-        {"cell-size", required_argument, NULL, 'c'},
+        BUDGET_LONG_OPTIONS,
         {"pre", required_argument, NULL, 'p'},
         {"post", required_argument, NULL, 'P'},
-        {"burst-min", required_argument, NULL, 'b'},
-        {"cuda-graph-estimate", required_argument, NULL, 'g'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = argv[0];
-    const char *framework = NULL;
-    bool has_post = false, has_cell = false, has_graph = false;
-    *o = (struct budget_options){.cell_size = BUDGET_CELL_SIZE, .burst_min = GM_BURST_MIN_DEFAULT};
+    bool has_post = false;
+    struct budget_option_state st;
+    budget_options_init(o, &st);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        int taken = budget_option(cmd, c, optarg, o, &st);
+        if (taken > 1)
+            return taken;
+        if (taken == 1)
+            continue;
         switch (c) {
-        case 'f':
-            framework = optarg;
-            break;
-        case 'F':
-            if (!budget_parse_fraction(optarg, &o->fraction))
-                return cli_usage_error(cmd, "--mem-fraction-static %s: expected a number in (0, 1]",
-                                       optarg);
-            o->has_fraction = true;
-            o->fraction_source = "option";
-            break;
-        case 'U':
-            if (!budget_parse_fraction(optarg, &o->util))
-                return cli_usage_error(
-                    cmd, "--gpu-memory-utilization %s: expected a number in (0, 1]", optarg);
-            o->has_util = true;
-            o->util_source = "option";
-            break;
-        case 'c':
-            if (!parse_bytes_opt(optarg, &o->cell_size, true))
-                return cli_usage_error(cmd, "--cell-size %s: expected a positive size in bytes",
-                                       optarg);
-            has_cell = true;
-            break;
         case 'p':
             if (!parse_seq(optarg, &o->pre_seq))
                 return cli_usage_error(cmd, "--pre %s: expected a sequence number", optarg);
@@ -125,17 +93,6 @@ static int parse_options(int argc, char **argv, struct budget_options *o)
                 return cli_usage_error(cmd, "--post %s: expected a sequence number", optarg);
             has_post = true;
             break;
-        case 'b':
-            if (!parse_bytes_opt(optarg, &o->burst_min, true))
-                return cli_usage_error(cmd, "--burst-min %s: expected a positive size in bytes",
-                                       optarg);
-            break;
-        case 'g':
-            if (!parse_bytes_opt(optarg, &o->graph_estimate, false))
-                return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes",
-                                       optarg);
-            has_graph = true;
-            break;
         case 'j':
             o->json = true;
             break;
@@ -145,24 +102,13 @@ static int parse_options(int argc, char **argv, struct budget_options *o)
             return CLI_EXIT_USAGE;
         }
     }
-    (void)has_cell;
-    if (!framework)
-        return cli_usage_error(cmd, "--framework sglang|vllm is required");
-    if (strcmp(framework, "sglang") == 0)
-        o->framework = BUDGET_SGLANG;
-    else if (strcmp(framework, "vllm") == 0)
-        o->framework = BUDGET_VLLM;
-    else
-        return cli_usage_error(cmd, "--framework %s: expected sglang or vllm", framework);
+    int finished = budget_options_finish(cmd, true, o, &st);
+    if (finished != CLI_PARSED)
+        return finished;
     if (o->has_pre != has_post)
         return cli_usage_error(cmd, "--pre and --post go together");
     if (o->has_pre && o->pre_seq == o->post_seq)
         return cli_usage_error(cmd, "--pre and --post name the same seq");
-    if (o->framework == BUDGET_SGLANG && (o->has_util || has_graph))
-        return cli_usage_error(cmd, "%s is a vLLM option",
-                               o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
-    if (o->framework == BUDGET_VLLM && o->has_fraction)
-        return cli_usage_error(cmd, "--mem-fraction-static is an SGLang option");
     if (optind >= argc)
         return cli_usage_error(cmd, "missing trace directory");
     if (argc - optind > 1)

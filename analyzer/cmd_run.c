@@ -47,6 +47,7 @@ static const char usage[] =
     "environment:\n"
     "  CUTRACE_LIB       the libcutrace.so to preload (default: next to the cutrace\n"
     "                    binary, then ../lib/ relative to it)\n"
+    "  CUTRACE_DISABLE   removed from CMD's environment, so that it is traced\n"
     "\n"
     "exit status: CMD's own, or 128+N if it died of signal N; 126 CMD not\n"
     "executable; 127 CMD not found; 125 cutrace could not set up the run;\n"
@@ -287,7 +288,11 @@ static void exec_child(char **command, const char *preload, const char *trace_di
 {
     restore_signals(saved);
     int err = 0;
-    if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("CUTRACE_DIR", trace_dir, 1) != 0)
+    /* An inherited CUTRACE_DISABLE=1 (kept to silence a tracer preloaded by
+     * default) would defeat the run the user asked for; the program may
+     * still set it again for processes it wants left alone. */
+    if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("CUTRACE_DIR", trace_dir, 1) != 0 ||
+        unsetenv("CUTRACE_DISABLE") != 0)
         err = errno;
     else {
         execvp(command[0], command);

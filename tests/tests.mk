@@ -102,5 +102,6 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests integration-tests
+	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests integration-tests \
+		gpu-script-check
 	@echo "== all tests passed"

@@ -10,6 +10,7 @@
 /* The model-based reports' suites (test_timeline.c, test_budget.c). */
 Suite *timeline_suite(void);
 Suite *budget_suite(void);
+Suite *diff_suite(void); /* test_diff.c */
 
 int main(void)
 {
@@ -26,6 +27,7 @@ int main(void)
     srunner_add_suite(runner, collectives_suite());
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
+    srunner_add_suite(runner, diff_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

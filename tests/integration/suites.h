@@ -3,7 +3,9 @@
  * unchanged), reliability (crashes, signals, threads, fork, hostile files) and
  * nccl (communicators and collectives joined across ranks) and roads (ctypes,
  * cuGetProcAddress, entry points, nesting, other shims) and budget (the
- * simulated server's own budget found again by `cutrace budget`).
+ * simulated server's own budget found again by `cutrace budget`) and run
+ * (`cutrace run` in front of launchers that start workers) and diff (a
+ * baseline and a custom all-reduce run compared by `cutrace diff`).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -15,5 +17,7 @@ Suite *reliability_suite(void);
 Suite *nccl_suite(void);
 Suite *roads_suite(void);
 Suite *budget_suite(void);
+Suite *diff_suite(void);
+Suite *run_suite(void);
 
 #endif
