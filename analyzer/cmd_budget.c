@@ -129,6 +129,62 @@ static void wrapped_line(FILE *out, size_t indent, const char *prefix, const cha
     free(line);
 }
 
+/* A line with its sequence numbers masked ("seq 141", "seq 143-735"): the
+ * lines of two ranks that differ only there say the same thing. */
+static char *masked(const char *text)
+{
+    char *m = xstrdup(text);
+    for (char *c = strstr(m, "seq "); c; c = strstr(c, "seq ")) {
+        c += 4;
+        while ((*c >= '0' && *c <= '9') || (*c == '-' && c[1] >= '0' && c[1] <= '9'))
+            *c++ = '#';
+    }
+    return m;
+}
+
+/*
+ * Per-rank lines "<who>: <text>", wrapped. A run of ranks whose lines say the
+ * same (equal but for numbers) is one line for the first rank and one for
+ * the rest: eight ranks of one job usually do exactly the same thing.
+ */
+static void print_rank_lines(FILE *out, const struct gm_model *m, const uint32_t *procs,
+                             char **texts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        char *key = masked(texts[i]);
+        size_t j = i + 1;
+        bool identical = true;
+        for (; j < n; j++) {
+            char *other = masked(texts[j]);
+            bool same = strcmp(key, other) == 0;
+            free(other);
+            if (!same)
+                break;
+            identical &= strcmp(texts[i], texts[j]) == 0;
+        }
+        free(key);
+        char who[64];
+        gm_process_name(who, sizeof(who), &m->procs[procs[i]]);
+        strcat(who, ":");
+        wrapped_line(out, 2, who, texts[i]);
+        if (j - i > 1) {
+            const struct gm_process *first = &m->procs[procs[i + 1]];
+            const struct gm_process *last = &m->procs[procs[j - 1]];
+            char *others =
+                first->has_rank && last->has_rank
+                    ? xasprintf("ranks %" PRId64 "%s%" PRId64 " (pids %" PRId64 "%s%" PRId64 "):",
+                                first->rank, j - i > 2 ? "-" : ", ", last->rank, first->pid,
+                                j - i > 2 ? "-" : ", ", last->pid)
+                    : xasprintf("pids %" PRId64 "%s%" PRId64 ":", first->pid,
+                                j - i > 2 ? "-" : ", ", last->pid);
+            wrapped_line(out, 2, others,
+                         identical ? "the same" : "the same, at their own seq numbers");
+            free(others);
+        }
+        i = j;
+    }
+}
+
 static const char *framework_name(enum budget_framework f)
 {
     return f == BUDGET_SGLANG ? "sglang" : "vllm";
@@ -197,14 +253,17 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
     }
     table_print(t, out, 2);
     table_free(t);
+    uint32_t *procs = xcalloc(g->nranks ? g->nranks : 1, sizeof(*procs));
+    char **texts = xcalloc(g->nranks ? g->nranks : 1, sizeof(*texts));
     for (size_t k = 0; k < g->nranks; k++) {
-        const struct budget_rank *rk = &g->ranks[k];
-        const struct gm_process *p = &m->procs[rk->proc];
-        char who[64];
-        gm_process_name(who, sizeof(who), p);
-        strcat(who, ":");
-        wrapped_line(out, 2, who, rk->analysed ? rk->choice : rk->problem);
+        procs[k] = g->ranks[k].proc;
+        texts[k] = xstrdup(g->ranks[k].analysed ? g->ranks[k].choice : g->ranks[k].problem);
     }
+    print_rank_lines(out, m, procs, texts, g->nranks);
+    for (size_t k = 0; k < g->nranks; k++)
+        free(texts[k]);
+    free(texts);
+    free(procs);
 }
 
 static void print_decomposition(const struct budget_analysis *r, const struct budget_job *g,
@@ -249,30 +308,37 @@ static void print_kv(const struct budget_analysis *r, const struct budget_job *g
 {
     const struct gm_model *m = r->m;
     char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF];
+    uint32_t *procs = xcalloc(g->nranks ? g->nranks : 1, sizeof(*procs));
+    char **texts = xcalloc(g->nranks ? g->nranks : 1, sizeof(*texts));
+    size_t n = 0;
     for (size_t k = 0; k < g->nranks; k++) {
         const struct budget_rank *rk = &g->ranks[k];
         if (!rk->analysed || (!rk->has_kv && !g->fits))
             continue;
-        char who[64];
-        gm_process_name(who, sizeof(who), &m->procs[rk->proc]);
         int64_t predicted = r->o->framework == BUDGET_SGLANG
                                 ? (g->tokens > 0 && g->tokens <= INT64_MAX / r->o->cell_size
                                        ? g->tokens * r->o->cell_size
                                        : 0)
                                 : rk->available;
+        procs[n] = rk->proc;
         if (rk->has_kv)
-            fprintf(
-                out, "  %s: KV pool seen after post: %" PRId64 " x %s = %s; predicted %s\n", who,
-                rk->kv_count, format_bytes(a, sizeof(a), (uint64_t)rk->kv_size),
+            texts[n++] = xasprintf(
+                "KV pool seen after post: %" PRId64 " x %s = %s; predicted %s", rk->kv_count,
+                format_bytes(a, sizeof(a), (uint64_t)rk->kv_size),
                 format_bytes(b, sizeof(b),
                              (uint64_t)(rk->kv_size > 0 && rk->kv_count > INT64_MAX / rk->kv_size
                                             ? INT64_MAX
                                             : rk->kv_count * rk->kv_size)),
                 format_bytes_signed(c, sizeof(c), predicted));
         else
-            fprintf(out, "  %s: no KV pool seen after post (predicted %s)\n", who,
-                    format_bytes_signed(c, sizeof(c), predicted));
+            texts[n++] = xasprintf("no KV pool seen after post (predicted %s)",
+                                   format_bytes_signed(c, sizeof(c), predicted));
     }
+    print_rank_lines(out, m, procs, texts, n);
+    for (size_t k = 0; k < n; k++)
+        free(texts[k]);
+    free(texts);
+    free(procs);
 }
 
 static void print_group_text(const struct budget_analysis *r, const struct budget_job *g,

@@ -6,19 +6,17 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/fake/libcudart.so.12
 
 all: $(BUILD)/examples/mini_server
 
-DEMO_DIR := $(BUILD)/demo-trace
-
-# The fake GPU stack stands in for the driver: two simulated 96 GiB GPUs.
+# The story cutrace exists for (scripts/demo.sh): an 8-rank SGLang-like
+# startup on the fake GPU stack, with and without a custom all-reduce, then
+# cutrace budget for both and cutrace diff. The traces stay in $(BUILD)/demo.
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@rm -rf $(DEMO_DIR) $(BUILD)/demo-gpu-state
-	@echo "== A two-rank server startup on two simulated 96 GiB GPUs, traced by cutrace:"
-	@LD_LIBRARY_PATH=$(abspath $(BUILD)/fake) CUTRACE_FAKE_GPUS=2 CUTRACE_FAKE_GPU_MEM=96G \
-		CUTRACE_FAKE_STATE=$(abspath $(BUILD)/demo-gpu-state) \
-		$(BUILD)/cutrace run -o $(DEMO_DIR) -- $(BUILD)/examples/mini_server || true
-	@echo
-	@echo "== What the trace says (cutrace summary $(DEMO_DIR)):"
-	@$(BUILD)/cutrace summary $(DEMO_DIR)
+	@scripts/demo.sh $(BUILD)
+
+# make test runs the demo too and checks what it says (tests/demo/check.sh).
+.PHONY: demo-check
+demo-check: $(BUILD)/cutrace $(BUILD)/examples/tp_server_sim
+	@tests/demo/check.sh $(BUILD)
 
 # The simulated SGLang/vLLM startup of docs/budget.md (examples/README.md). It
 # links NCCL as torch does; its pynccl and custom all-reduce parts reach

@@ -103,5 +103,5 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests integration-tests \
-		gpu-script-check
+		gpu-script-check demo-check
 	@echo "== all tests passed"

@@ -352,7 +352,7 @@ START_TEST(test_timeline_unexplained_is_the_context)
     struct world w;
     world_init(&w);
     struct sim_line lines[MAX_RANKS];
-    const char *flags[] = {"--custom-ar", NULL};
+    const char *flags[] = {"--custom-ar", "--custom-ar-max-size", "8M", NULL}; /* fits */
     ck_assert_int_eq(run_sim(&w, flags, lines, NULL), 0);
     const char *args[] = {"timeline", "--json", w.trace_dir, NULL};
     char *json;

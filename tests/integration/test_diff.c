@@ -337,7 +337,7 @@ START_TEST(test_custom_allreduce_named_and_costed)
     world_init(&b);
     char *out_a, *out_b;
     ck_assert_int_eq(run_sim(&a, NULL, &out_a), 0);
-    const char *flags[] = {"--custom-ar", NULL};
+    const char *flags[] = {"--custom-ar", "--custom-ar-max-size", "8M", NULL};
     ck_assert_int_eq(run_sim(&b, flags, &out_b), 0);
     const char *opts[] = {"--framework", "sglang", "--mem-fraction-static", "0.55", NULL};
     char *json = diff_json(&a, a.trace_dir, b.trace_dir, opts);
@@ -419,7 +419,7 @@ START_TEST(test_identical_runs_match)
     struct world a, b;
     world_init(&a);
     world_init(&b);
-    const char *flags[] = {"--custom-ar", NULL};
+    const char *flags[] = {"--custom-ar", "--custom-ar-max-size", "8M", NULL};
     ck_assert_int_eq(run_sim(&a, flags, NULL), 0);
     ck_assert_int_eq(run_sim(&b, flags, NULL), 0);
     const char *opts[] = {"--framework", "sglang", "--mem-fraction-static", "0.55", NULL};
