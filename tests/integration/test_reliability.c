@@ -108,6 +108,10 @@ START_TEST(test_sigkill_loses_nothing)
         const char *argv[] = {build_path("progs/rt_counter"), counter_path, burst ? "0" : "200",
                               NULL};
         pid_t pid = spawn_prog(&w, true, argv);
+        /* Killed at a random point after its first call returned: on a loaded
+         * machine the program may take longer than the sleep to get there. */
+        for (int waited = 0; *counter == 0 && waited < 10000; waited++)
+            sleep_ms(1);
         sleep_ms(20 + rand() % 230);
         kill(pid, SIGKILL);
         ck_assert_int_eq(wait_prog(pid, 30), 128 + SIGKILL);
