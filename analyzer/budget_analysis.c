@@ -13,6 +13,7 @@
  */
 #include "budget_analysis.h"
 #include "cli.h"
+#include "stacks.h"
 #include "units.h"
 
 #include <assert.h>
@@ -171,6 +172,81 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
     return true;
 }
 
+/*
+ * The functions in which the servers take their two measurements
+ * (docs/budget.md): SGLang's pre in init_torch_distributed, post in
+ * profile_max_num_token (_profile_available_bytes in newer releases), the
+ * first measurement there; vLLM's S0 in init_device, S1 the last
+ * measurement of determine_available_memory (its profiling takes one
+ * before profile_run too).
+ */
+static const char *const sglang_pre_functions[] = {"init_torch_distributed"};
+static const char *const sglang_post_functions[] = {"profile_max_num_token",
+                                                    "_profile_available_bytes"};
+static const char *const vllm_pre_functions[] = {"init_device"};
+static const char *const vllm_post_functions[] = {"determine_available_memory"};
+
+/*
+ * A rank whose measurements its Python stacks name (issue 8's stacks): pre
+ * is the last measurement made in the pre function, post the first (SGLang)
+ * or last (vLLM) one after it made in the post function. False when the
+ * trace has no Python stacks or they name neither: the weight burst decides.
+ */
+static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
+{
+    const struct gm_model *m = r->m;
+    uint32_t gpu = gm_main_gpu(m, proc);
+    if (gpu == GM_NONE || m->procs[proc].measurements == 0)
+        return false;
+    bool sglang = r->o->framework == BUDGET_SGLANG;
+    const char *const *pre_names = sglang ? sglang_pre_functions : vllm_pre_functions;
+    size_t npre = 1;
+    const char *const *post_names = sglang ? sglang_post_functions : vllm_post_functions;
+    size_t npost = sglang ? 2 : 1;
+    struct trace *t = (struct trace *)m->procs[proc].trace; /* read only */
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    size_t pre = SIZE_MAX, post = SIZE_MAX;
+    char *pre_fn = NULL, *post_fn = NULL;
+    for (size_t i = 0; i < count; i++) {
+        char *fn = stacks_python_function(t, event_seq(m, proc, meas[i]), pre_names, npre);
+        if (fn) {
+            free(pre_fn);
+            pre_fn = fn;
+            pre = i;
+        }
+    }
+    for (size_t i = pre == SIZE_MAX ? count : pre + 1; i < count; i++) {
+        char *fn = stacks_python_function(t, event_seq(m, proc, meas[i]), post_names, npost);
+        if (fn) {
+            free(post_fn);
+            post_fn = fn;
+            post = i;
+            if (sglang)
+                break;
+        }
+    }
+    bool found = pre != SIZE_MAX && post != SIZE_MAX;
+    if (found) {
+        memset(out, 0, sizeof(*out));
+        out->proc = proc;
+        out->gpu = gpu;
+        out->analysed = true;
+        out->by_names = true;
+        out->pre = meas[pre];
+        out->post = meas[post];
+        out->has_burst = gm_burst_between(m, proc, gpu, out->pre, out->post, &out->burst);
+        out->choice =
+            xasprintf("pre = seq %" PRId64 ", made in %s, post = seq %" PRId64
+                      ", made in %s: chosen by the Python stacks",
+                      event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post), post_fn);
+    }
+    free(pre_fn);
+    free(post_fn);
+    free(meas);
+    return found;
+}
+
 /* The index of the measurement with that seq in its process, -1 if none. */
 static int64_t measurement_index(const struct gm_model *m, int64_t seq, uint32_t *proc_out)
 {
@@ -285,8 +361,11 @@ static int find_groups(struct budget_analysis *r)
         }
     }
     for (size_t i = 0; i < n; i++)
+        /* --pre/--post, else the Python stacks' function names, else the weight burst */
         is_cand[i] = r->o->has_pre ? rank_from_indexes(r, (uint32_t)i, n_pre, n_post, &cand[i])
-                                   : rank_from_burst(r, (uint32_t)i, &cand[i]);
+                     : rank_from_names(r, (uint32_t)i, &cand[i])
+                         ? true
+                         : rank_from_burst(r, (uint32_t)i, &cand[i]);
 
     size_t *parent = xcalloc(n ? n : 1, sizeof(size_t));
     for (size_t i = 0; i < n; i++)
@@ -656,6 +735,33 @@ static char *conclusion(const struct budget_job *g, const struct budget_rank *rk
                      cost, without);
 }
 
+/*
+ * Where the server's own Python code made the chosen measurements, when the
+ * traces carry Python stacks (stacks.h): the functions that measure free
+ * memory for the budget (docs/budget.md) are said in the rank's choice.
+ */
+static void name_measurements(const struct budget_analysis *r, struct budget_rank *rk)
+{
+    static const char *const names[] = {
+        "init_torch_distributed",     "profile_max_num_token", "_profile_available_bytes",
+        "determine_available_memory", "profile_run",           "init_device",
+    };
+    const size_t n = sizeof(names) / sizeof(names[0]);
+    const struct gm_process *p = &r->m->procs[rk->proc];
+    struct trace *t = (struct trace *)p->trace; /* read only */
+    char *pre = stacks_python_function(t, p->events[rk->pre].seq, names, n);
+    char *post = stacks_python_function(t, p->events[rk->post].seq, names, n);
+    if (pre || post) {
+        char *choice = xasprintf("%s; by the Python stacks, pre is in %s and post in %s",
+                                 rk->choice ? rk->choice : "", pre ? pre : "no function named",
+                                 post ? post : "no function named");
+        free(rk->choice);
+        rk->choice = choice;
+    }
+    free(pre);
+    free(post);
+}
+
 static void analyse_group(struct budget_analysis *r, struct budget_job *g)
 {
     const struct budget_options *o = r->o;
@@ -667,6 +773,8 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
         if (!rk->analysed)
             continue;
         measure_rank(r, rk);
+        if (!rk->by_names)
+            name_measurements(r, rk);
         g->analysed++;
         if (o->framework == BUDGET_SGLANG) {
             decompose(r, rk);

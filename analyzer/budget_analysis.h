@@ -56,6 +56,7 @@ struct budget_rank {
     bool analysed;
     char *problem; /* why not */
     bool has_burst;
+    bool by_names; /* pre and post chosen by the Python functions that made them */
     struct gm_burst burst;
     uint32_t pre, post; /* measurement events */
     char *choice;

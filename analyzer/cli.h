@@ -41,6 +41,7 @@ int cmd_collectives(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_budget(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_sites(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options

@@ -928,6 +928,31 @@ static void print_milestones(const struct diff *d, FILE *out)
     free(name);
 }
 
+/*
+ * A call site as the allocations table shows it: without its module when
+ * that is the issuing module the row names anyway, and a function GCC
+ * cloned (f.constprop.0, f.isra.0, f.part.0, f.cold) under its own name.
+ */
+static char *site_text(const char *site, const char *module)
+{
+    char *s = xstrdup(site);
+    size_t n = strlen(s), m = strlen(module);
+    if (m && n > m + 3 && s[n - 1] == ')' && strncmp(s + n - 1 - m, module, m) == 0 &&
+        strncmp(s + n - 3 - m, " (", 2) == 0)
+        s[n - 3 - m] = '\0';
+    static const char *const clones[] = {".constprop.", ".isra.", ".part.", ".cold"};
+    for (size_t i = 0; i < sizeof(clones) / sizeof(clones[0]); i++) {
+        char *at = strstr(s, clones[i]);
+        if (!at)
+            continue;
+        char *end = at + 1;
+        while (*end && *end != ' ' && *end != '(')
+            end++;
+        memmove(at, end, strlen(end) + 1);
+    }
+    return s;
+}
+
 static void print_allocations(const struct diff *d, FILE *out)
 {
     fprintf(out, "\nAllocations that differ (B - A per rank where the ranks agree; this GPU's "
@@ -939,21 +964,24 @@ static void print_allocations(const struct diff *d, FILE *out)
               out);
         return;
     }
-    /* The call site column appears once traces carry stacks. */
+    /* Where traces carry stacks, the call site takes the issuing module's
+     * column (naming the module when it is another); allocations without
+     * one keep the module. */
     bool sites = false;
     for (size_t i = 0; i < d->nallocs; i++)
         sites |= diff_string(d, d->allocs[i].site)[0] != '\0';
-    static const struct table_column cols[] = {
-        {"change", TABLE_RIGHT, 0},   {"size", TABLE_RIGHT, 0},  {"api", TABLE_LEFT, 0},
-        {"issued by", TABLE_LEFT, 0}, {"site", TABLE_LEFT, 0},   {"category", TABLE_LEFT, 0},
-        {"phase", TABLE_LEFT, 0},     {"bytes", TABLE_RIGHT, 0},
+    /* clang-format off */
+    const struct table_column cols[] = {
+        {"change", TABLE_RIGHT, 0},
+        {"size", TABLE_RIGHT, 0},
+        {"api", TABLE_LEFT, 0},
+        {sites ? "call site" : "issued by", TABLE_LEFT, 0},
+        {"category", TABLE_LEFT, 0},
+        {"phase", TABLE_LEFT, 0},
+        {"bytes", TABLE_RIGHT, 0},
     };
-    struct table_column used[sizeof(cols) / sizeof(cols[0])];
-    size_t ncols = 0;
-    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
-        if (sites || strcmp(cols[i].header, "site") != 0)
-            used[ncols++] = cols[i];
-    struct table *t = table_new(used, ncols);
+    /* clang-format on */
+    struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
     char buf[DIFF_SIZE_BUF];
     for (size_t i = 0; i < d->nallocs && i < TEXT_ALLOC_ROWS; i++) {
         const struct diff_alloc_row *row = &d->allocs[i];
@@ -964,9 +992,14 @@ static void print_allocations(const struct diff *d, FILE *out)
         table_cell(t, diff_exact_size(buf, sizeof(buf), row->size));
         table_cell(t, diff_string(d, row->api));
         const char *module = diff_string(d, row->module);
-        table_cell(t, *module ? module : "(unknown)");
-        if (sites)
-            table_cell(t, diff_string(d, row->site)[0] ? diff_string(d, row->site) : NULL);
+        const char *site = diff_string(d, row->site);
+        if (*site) {
+            char *shown = site_text(site, module);
+            table_cell(t, shown);
+            free(shown);
+        } else {
+            table_cell(t, *module ? module : "(unknown)");
+        }
         table_cell(t, category_key(row->category));
         char *phase = row->phase >= 0 ? xasprintf("after %s", d->rows[row->phase].label)
                                       : phase_text(d, row->phase, row->phase_end);

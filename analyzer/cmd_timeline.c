@@ -437,55 +437,6 @@ static char *row_text(const struct gm_model *m, const struct row *r)
 
 /* ---- choosing GPUs ---- */
 
-static bool all_digits(const char *s)
-{
-    if (!*s)
-        return false;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return false;
-    return true;
-}
-
-static bool gpu_matches(const struct gm_gpu *g, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    if (strncasecmp(g->key, prefix, n) == 0)
-        return true;
-    return g->uuid && strncasecmp(g->uuid, "GPU-", 4) == 0 &&
-           strncasecmp(g->uuid + 4, prefix, n) == 0;
-}
-
-/* The GPU --gpu names, or -1 after a usage error. */
-static int64_t select_gpu(const struct gm_model *m, const char *arg)
-{
-    if (all_digits(arg)) {
-        char *end;
-        unsigned long long index = strtoull(arg, &end, 10);
-        if (*end == '\0' && index < m->ngpus)
-            return (int64_t)index;
-        cli_usage_error("timeline", "--gpu %s: the traces show %zu GPU%s (index 0 to %zu)", arg,
-                        m->ngpus, m->ngpus == 1 ? "" : "s", m->ngpus ? m->ngpus - 1 : 0);
-        return -1;
-    }
-    int64_t found = -1;
-    size_t matches = 0;
-    for (size_t i = 0; i < m->ngpus; i++)
-        if (gpu_matches(&m->gpus[i], arg)) {
-            if (found < 0)
-                found = (int64_t)i;
-            matches++;
-        }
-    if (matches == 1)
-        return found;
-    if (matches == 0)
-        cli_usage_error("timeline", "--gpu %s: no GPU of these traces has that uuid", arg);
-    else
-        cli_usage_error("timeline", "--gpu %s: %zu GPUs match; give more of the uuid", arg,
-                        matches);
-    return -1;
-}
-
 /* ---- text ---- */
 
 /* Display order of the GPU categories (the brief's), then peer and host. */
@@ -935,7 +886,7 @@ int cmd_timeline(int argc, char **argv)
     }
     int status = CLI_EXIT_OK;
     int64_t only = -1;
-    if (gpu_arg && (only = select_gpu(&m, gpu_arg)) < 0)
+    if (gpu_arg && (only = gm_select_gpu(&m, gpu_arg, "timeline")) < 0)
         status = CLI_EXIT_USAGE;
     if (status == CLI_EXIT_OK) {
         size_t ngpus = only >= 0 ? 1 : m.ngpus;

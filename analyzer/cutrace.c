@@ -22,6 +22,7 @@ static const struct cli_command commands[] = {
     {"timeline", cmd_timeline, "per GPU, every process's milestones with live memory by category"},
     {"budget", cmd_budget, "replay the server's KV-cache budget and say what pushed it under"},
     {"diff", cmd_diff, "compare two runs by milestone: memory, allocations, NCCL, budget"},
+    {"sites", cmd_sites, "live GPU memory by the call site that allocated it, or as a flame graph"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
     {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},
 };

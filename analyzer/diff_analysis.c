@@ -939,16 +939,38 @@ static int64_t phase_of(const struct boundary *b, size_t n, uint64_t pos)
 }
 
 /*
- * The call site of an allocation, a diff-wide string id: the place where
- * groups split by who made them once traces carry call stacks (stacks.h,
- * trace format 4: stacks_call_site). Until then every allocation has the
- * empty site, and the groups are api x module x size.
+ * The call site of an allocation, a diff-wide string id (stacks.h: the
+ * Python site where the trace has Python frames, else the native one; ""
+ * for traces without stacks, format 3 and older), so that the groups split
+ * by who made them. A process's stacks are loaded the first time one of
+ * its allocations is grouped; a damaged stack table reads as no stacks.
  */
-static uint32_t alloc_site(struct diff *d, const struct gm_process *q, const struct gm_alloc *a)
+static uint32_t alloc_site(struct diff *d, int side, uint32_t proc, const struct gm_alloc *a)
 {
-    (void)q;
-    (void)a;
-    return string_id(d, "");
+    struct diff_run *r = &d->run[side];
+    const struct gm_model *m = &r->m;
+    if (!r->stacks) {
+        r->stacks = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks));
+        r->stacks_loaded = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks_loaded));
+    }
+    if (!d->sym)
+        d->sym = symbolizer_new();
+    const struct gm_process *p = &m->procs[proc];
+    if (!r->stacks_loaded[proc]) {
+        r->stacks_loaded[proc] = true;
+        if (stacks_load((struct trace *)p->trace, d->sym, &r->stacks[proc]) != 0) {
+            stacks_free(&r->stacks[proc]);
+            memset(&r->stacks[proc], 0, sizeof(r->stacks[proc]));
+        }
+    }
+    if (!r->stacks[proc].present)
+        return string_id(d, "");
+    enum site_kind kind;
+    char *site =
+        stacks_call_site(&r->stacks[proc], a->seq, gm_api_name(m, p->events[a->event].api), &kind);
+    uint32_t id = string_id(d, site ? site : "");
+    free(site);
+    return id;
 }
 
 /* The allocations of one side of a pair, one entry each. */
@@ -981,7 +1003,7 @@ static void pair_side_entries(struct diff *d, uint32_t pi, int side, struct id_m
                 .phase = phase_of(b, nb, e->pos),
                 .api = map_api(d, map, m, e->api),
                 .module = map_module(d, map, m, a->module),
-                .site = alloc_site(d, q, a),
+                .site = alloc_site(d, side, gpu->procs[k], a),
                 .size = a->size,
                 .category = a->category,
                 .side = (uint8_t)side,
@@ -1937,11 +1959,18 @@ void diff_free(struct diff *d)
         free(r->env);
         if (r->budget.m)
             budget_analysis_free(&r->budget);
+        if (r->stacks)
+            for (size_t i = 0; i < r->m.nprocs; i++)
+                if (r->stacks_loaded[i])
+                    stacks_free(&r->stacks[i]);
+        free(r->stacks);
+        free(r->stacks_loaded);
         if (r->loaded)
             gm_free(&r->m);
         if (r->set_open)
             trace_set_close(&r->set);
     }
+    symbolizer_free(d->sym);
     for (size_t i = 0; i < d->npairs; i++)
         free(d->pairs[i].steps);
     free(d->pairs);

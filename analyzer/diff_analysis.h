@@ -29,6 +29,7 @@
 
 #include "budget_analysis.h"
 #include "gpumodel.h"
+#include "stacks.h"
 #include "trace.h"
 
 #include <stdbool.h>
@@ -233,6 +234,8 @@ struct diff_run {
     struct budget_options budget_options;
     struct budget_analysis budget;
     bool budget_ok;
+    struct stack_set *stacks; /* per process of m, loaded on first use (call sites) */
+    bool *stacks_loaded;
 };
 
 /* What differs, for the verdict (bits of diff.differences). */
@@ -260,6 +263,7 @@ struct diff_env_change {
 struct diff {
     struct diff_options *o;
     struct diff_run run[2];
+    struct symbolizer *sym;  /* names native frames of both runs, with one cache */
     struct diff_pair *pairs; /* ranks first, ascending, then ordinals, then uuids */
     size_t npairs;
     struct diff_row *rows;

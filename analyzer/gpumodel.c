@@ -18,6 +18,7 @@
 #include "modules.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1907,4 +1908,53 @@ bool gm_equal_set_after(const struct gm_model *m, uint32_t proc, uint32_t gpu, u
     int64_t bytes = largest_equal_set(sizes, n, count, size);
     free(sizes);
     return bytes > 0;
+}
+
+/* ---- --gpu ---- */
+
+static bool all_digits(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+static bool gpu_matches(const struct gm_gpu *g, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncasecmp(g->key, prefix, n) == 0)
+        return true;
+    return g->uuid && strncasecmp(g->uuid, "GPU-", 4) == 0 &&
+           strncasecmp(g->uuid + 4, prefix, n) == 0;
+}
+
+int64_t gm_select_gpu(const struct gm_model *m, const char *arg, const char *cmd)
+{
+    if (all_digits(arg)) {
+        char *end;
+        unsigned long long index = strtoull(arg, &end, 10);
+        if (*end == '\0' && index < m->ngpus)
+            return (int64_t)index;
+        cli_usage_error(cmd, "--gpu %s: the traces show %zu GPU%s (index 0 to %zu)", arg, m->ngpus,
+                        m->ngpus == 1 ? "" : "s", m->ngpus ? m->ngpus - 1 : 0);
+        return -1;
+    }
+    int64_t found = -1;
+    size_t matches = 0;
+    for (size_t i = 0; i < m->ngpus; i++)
+        if (gpu_matches(&m->gpus[i], arg)) {
+            if (found < 0)
+                found = (int64_t)i;
+            matches++;
+        }
+    if (matches == 1)
+        return found;
+    if (matches == 0)
+        cli_usage_error(cmd, "--gpu %s: no GPU of these traces has that uuid", arg);
+    else
+        cli_usage_error(cmd, "--gpu %s: %zu GPUs match; give more of the uuid", arg, matches);
+    return -1;
 }

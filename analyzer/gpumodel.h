@@ -286,6 +286,13 @@ bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int6
 bool gm_burst_between(const struct gm_model *m, uint32_t proc, uint32_t gpu, uint32_t from,
                       uint32_t to, struct gm_burst *out);
 
+/*
+ * The GPU a report's --gpu names: its index in the report (digits), or a
+ * prefix of its uuid (with or without "GPU-", any case) or key. Returns -1
+ * after printing the usage error of command cmd.
+ */
+int64_t gm_select_gpu(const struct gm_model *m, const char *arg, const char *cmd);
+
 /* The GPU a process used most (the most measurements, then the most
  * allocated bytes, then the lowest index); GM_NONE if none. */
 uint32_t gm_main_gpu(const struct gm_model *m, uint32_t proc);

@@ -17,6 +17,7 @@
 #include "trace.h"
 
 #include "../preload/core/ring.h"
+#include "../preload/core/stackrec.h"
 #include "../preload/core/store.h"
 #include "cutrace/apis.h"
 #include "cutrace/format.h"
@@ -135,7 +136,7 @@ static enum recover_status check_header(struct recover_result *r, const struct c
         return bad(r, path,
                    "ring written by a newer cutrace (ring format %" PRIu32 ", this build reads %d)",
                    h->version, CT_RING_VERSION);
-    if (h->version != CT_RING_VERSION)
+    if (h->version < CT_RING_VERSION_OLDEST)
         return bad(r, path,
                    "ring written by an older cutrace (ring format %" PRIu32
                    ", this build reads %d); recover it with that version",
@@ -214,7 +215,7 @@ static void api_mark(uint8_t *apis, int64_t api)
 
 struct record_check {
     const uint8_t *apis; /* the trace's apis table, as a bitmap */
-    uint64_t count;
+    uint64_t count;      /* calls; auxiliary records (stacks) are not counted */
     bool bad;
     uint64_t bad_seq;
     unsigned bad_api;
@@ -225,6 +226,12 @@ struct record_check {
  * integers are signed; seq starts at 1) and an api the trace names. */
 static bool record_ok(struct record_check *c, const struct ct_record *rec)
 {
+    if (ct_record_is_aux(rec)) {
+        struct ct_aux_record aux;
+        memcpy(&aux, rec, sizeof(aux));
+        if (ct_aux_valid(&aux))
+            return true;
+    }
     if (rec->seq == 0 || rec->seq > INT64_MAX) {
         if (!c->bad) {
             c->bad = true;
@@ -250,7 +257,7 @@ static void check_record(const struct ct_record *rec, void *arg)
     /* A copy: the mapping is private but its pages are the file's until touched. */
     struct ct_record copy;
     memcpy(&copy, rec, sizeof(copy));
-    if (record_ok(c, &copy))
+    if (record_ok(c, &copy) && !ct_record_is_aux(&copy))
         c->count++;
 }
 
@@ -268,9 +275,12 @@ static enum recover_status bad_record(struct recover_result *r, const struct rec
 struct inserter {
     struct ct_store *store;
     struct record_check check; /* checked again: the file could change under us */
+    bool aux;                  /* this pass inserts the auxiliary records, not the calls */
     int rc;
 };
 
+/* Calls and auxiliary records go in separate passes, so that the rows the
+ * calls added can be counted (recovered_records). */
 static void insert_record(const struct ct_record *rec, void *arg)
 {
     struct inserter *in = arg;
@@ -278,8 +288,11 @@ static void insert_record(const struct ct_record *rec, void *arg)
         return;
     struct ct_record copy;
     memcpy(&copy, rec, sizeof(copy));
+    if (ct_record_is_aux(&copy) != in->aux)
+        return;
     if (record_ok(&in->check, &copy)) {
-        in->check.count++;
+        if (!in->aux)
+            in->check.count++;
         in->rc = ct_store_insert(in->store, &copy);
     }
 }
@@ -622,6 +635,11 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     r->new_records = sqlite3_total_changes64(db) - changes;
     /* INSERT OR IGNORE adds at most one row per record. */
     assert(r->new_records >= 0 && r->new_records <= (int64_t)in->check.count);
+    in->aux = true;
+    ct_ring_scan(ring, insert_record, in);
+    in->aux = false;
+    if (in->rc != 0 || in->check.bad)
+        return in->rc;
 
     *doing = "meta";
     bool found, is_int;

@@ -1,16 +1,18 @@
 /*
  * hotpath.c - time per CUDA call, to compare untraced and traced runs.
  *
- *   hotpath burst THREADS CALLS_PER_THREAD
- *   hotpath sustained THREADS CALLS_PER_THREAD
+ *   hotpath burst THREADS CALLS_PER_THREAD [DEPTH]
+ *   hotpath sustained THREADS CALLS_PER_THREAD [DEPTH]
  *
  * Each thread alternates cudaMalloc(4 KiB)/cudaFree/cudaMemGetInfo on the
  * fake GPU stack (calls that cost tens of ns there, so the tracer's share is
  * large). "burst" times bursts of 300 calls per thread with a pause after
  * each, so the writer keeps up and only the hot path is measured;
  * "sustained" calls without pause, so a traced run is bound by how fast the
- * writer can commit. Prints "<ns per call> <calls>". bench/run.sh compares
- * traced with untraced runs.
+ * writer can commit. DEPTH (default 0) makes each thread call from that many
+ * frames deeper, as calls of a real program are (the cost of a call stack
+ * grows with its depth). Prints "<ns per call> <calls>". bench/run.sh
+ * compares traced with untraced runs.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -24,7 +26,7 @@ enum {
 }; /* a multiple of 3: malloc, free, meminfo; 16 threads x 300 x 2 records fit the ring */
 
 static long calls_per_thread;
-static int bursty;
+static int bursty, depth;
 static pthread_barrier_t burst_start, burst_end;
 static double busy_s;
 
@@ -46,7 +48,25 @@ static void calls(long n)
     }
 }
 
+static void *work_calls(void *arg);
+
+/* Recursion that keeps every frame (no tail call), so the stack is `depth` deeper. */
+__attribute__((noinline)) static void *work_at(void *arg, int level)
+{
+    if (level > 0) {
+        void *r = work_at(arg, level - 1);
+        __asm__ volatile("" ::: "memory");
+        return r;
+    }
+    return work_calls(arg);
+}
+
 static void *work(void *arg)
+{
+    return work_at(arg, depth);
+}
+
+static void *work_calls(void *arg)
 {
     int leader = arg != NULL;
     if (!bursty) {
@@ -69,7 +89,10 @@ static void *work(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4)
+    if (argc != 4 && argc != 5)
+        return 2;
+    depth = argc == 5 ? atoi(argv[4]) : 0;
+    if (depth < 0 || depth > 200)
         return 2;
     bursty = strcmp(argv[1], "burst") == 0;
     int threads = atoi(argv[2]);

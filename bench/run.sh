@@ -8,6 +8,10 @@
 #            that fit the ring): what an intercepted call costs the program.
 # sustained: calls without pause. A traced run is then bound by the writer's
 #            commit rate; the program waits rather than losing records.
+# stacks:    the hot path with call stacks (the default, CUTRACE_STACKS=all)
+#            against without (none), calls made 30 frames deep; and from
+#            Python (ctypes.PyDLL, the GIL held: Python frames are read), 10
+#            Python frames deep, untraced vs stacks none, native and all.
 # Each figure is the median of 5 runs. Last, the trace size per call. On the
 # fake stack, as with the real runtime, a runtime call makes a driver call
 # that is recorded too (nested), so each call here writes two records.
@@ -19,13 +23,17 @@ export LD_LIBRARY_PATH="$build/fake" CUTRACE_FAKE_STATE="$work/gpu-state" CUTRAC
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+stacks=all # CUTRACE_STACKS of traced runs
+depth=0    # frames above the calls
+
 run_many() { # mode traced(0/1) threads calls
-    for i in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
         if [ "$2" = 1 ]; then
             rm -rf "$work/trace"
-            CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" "$build/bench/hotpath" "$1" "$3" "$4"
+            CUTRACE_STACKS=$stacks CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" \
+                "$build/bench/hotpath" "$1" "$3" "$4" "$depth"
         else
-            "$build/bench/hotpath" "$1" "$3" "$4"
+            "$build/bench/hotpath" "$1" "$3" "$4" "$depth"
         fi
     done | awk '{print $1}' | median
 }
@@ -40,6 +48,38 @@ row() { # label mode threads calls
 printf '%-10s %7s %13s %13s %7s %10s %14s\n' "" threads "untraced ns" "traced ns" ratio "added ns" "calls/s/thread"
 for threads in 1 4 16; do row "hot path" burst "$threads" 30000; done
 for threads in 1 4; do row sustained sustained "$threads" 300000; done
+
+echo
+echo "call stacks: hot path, calls made 30 frames deep (CUTRACE_STACKS of the traced run)"
+printf '%-10s %7s %13s %13s %7s %10s %14s\n' "" threads "untraced ns" "traced ns" ratio "added ns" "calls/s/thread"
+depth=30
+for threads in 1 4; do
+    for stacks in none all; do row "stk $stacks" burst "$threads" 30000; done
+done
+stacks=all
+depth=0
+
+py_many() { # stacks (untraced: -)
+    for _ in 1 2 3 4 5; do
+        if [ "$1" = - ]; then
+            python3 "$(dirname "$0")/pyhot.py" 9000 10
+        else
+            rm -rf "$work/trace"
+            CUTRACE_STACKS=$1 CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" \
+                python3 "$(dirname "$0")/pyhot.py" 9000 10
+        fi
+    done | awk '{print $1}' | median
+}
+
+echo
+echo "call stacks from Python (ctypes.PyDLL, GIL held), 10 Python frames deep, 1 thread"
+printf '%-10s %13s %13s %7s %10s\n' stacks "untraced ns" "traced ns" ratio "added ns"
+pybase=$(py_many -)
+for mode in none native python all; do
+    traced=$(py_many "$mode")
+    awk -v l="$mode" -v b="$pybase" -v x="$traced" \
+        'BEGIN { printf "%-10s %13.1f %13.1f %7.2f %10.1f\n", l, b, x, x / b, x - b }'
+done
 
 rm -rf "$work/trace"
 CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" "$build/bench/hotpath" sustained 1 300000 >/dev/null

@@ -10,8 +10,11 @@
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap
-UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c)
+UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap objects
+# The analyzer's ELF reader and demangler stand alone: their unit tests live here.
+UNIT_ANALYZER := elfsyms demangle
+UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
+             $(UNIT_ANALYZER:%=analyzer/%.c)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
 define unit_variant
@@ -49,7 +52,10 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 # against libcudart (real_toolkit against the toolkit's own libraries).
 TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counter rt_signals \
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
+# Stack tests (test_stacks.c): programs with named call sites and a dlopen'ed library.
+TEST_PROGS += stk_native stk_stress
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
+                  $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
                   $(BUILD)/progs/drv_direct
@@ -61,6 +67,10 @@ $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 $(BUILD)/progs/drv_direct: tests/progs/drv_direct.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcuda
+
+$(BUILD)/progs/libstk_plugin.so: tests/progs/stk_plugin.c $(BUILD)/fake/libcudart.so.12
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart
 
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
 	@mkdir -p $(@D)

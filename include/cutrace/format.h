@@ -19,11 +19,13 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 3
+#define CT_FORMAT_VERSION 4
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 3
+#define CT_RING_VERSION 4
+/* Ring 3 has the same layout and no auxiliary records: still readable. */
+#define CT_RING_VERSION_OLDEST 3
 
 #define CT_IPC_HANDLE_BYTES 64
 #define CT_RECORD_ARGS      8
@@ -100,6 +102,50 @@ struct ct_ring_header {
     uint64_t tail; /* next ticket the writer consumes (own cache line) */
     uint8_t pad2[56];
 };
+
+/*
+ * An auxiliary record (ring 4): not a call, but data that calls refer to
+ * by id, sent once per process through the same ring so that it is as
+ * crash-safe as the calls. Same size as a call's record, told apart by
+ * seq == 0 and api == CT_AUX_API; the ring writes wait_ns into it like into
+ * any record. preload/core/stackrec.h packs, reads and checks them.
+ *   CT_AUX_FRAMES: frames [first, first + count) of the call stack `key`
+ *     (a 63-bit hash of its frames, calls.stack_id), out of `total`, of
+ *     which the first `native` are native return addresses (innermost
+ *     first) and the rest Python frames, (code id << 32) | line.
+ *   CT_AUX_PYCODE: the names of Python code object `key` (a code id): the
+ *     function name (`count` bytes) then its file (`total` bytes), no NULs.
+ */
+#define CT_AUX_API 0xffff
+enum ct_aux_kind { CT_AUX_FRAMES = 1, CT_AUX_PYCODE = 2 };
+
+struct ct_aux_record {
+    uint64_t seq; /* always 0 */
+    uint64_t key;
+    uint8_t kind; /* enum ct_aux_kind */
+    uint8_t pad0;
+    uint16_t first, count, total, native;
+    uint16_t pad1[3];
+    uint64_t wait_ns;       /* as in struct ct_record */
+    uint8_t payload_a[124]; /* the payload: payload_a then payload_b */
+    uint16_t api;           /* CT_AUX_API */
+    uint16_t pad2;
+    uint8_t payload_b[80];
+};
+
+#define CT_AUX_PAYLOAD_BYTES 204 /* 124 + 80 */
+#define CT_AUX_FRAMES_PER    25  /* 15 in payload_a, 10 in payload_b */
+
+static_assert(sizeof(struct ct_aux_record) == sizeof(struct ct_record), "aux record size");
+static_assert(__builtin_offsetof(struct ct_aux_record, seq) ==
+                  __builtin_offsetof(struct ct_record, seq),
+              "aux seq");
+static_assert(__builtin_offsetof(struct ct_aux_record, wait_ns) ==
+                  __builtin_offsetof(struct ct_record, wait_ns),
+              "aux wait_ns");
+static_assert(__builtin_offsetof(struct ct_aux_record, api) ==
+                  __builtin_offsetof(struct ct_record, api),
+              "aux api");
 
 #define CT_RING_HEADER_BYTES 4096
 static_assert(sizeof(struct ct_ring_header) <= CT_RING_HEADER_BYTES, "ring header too large");

@@ -8,7 +8,8 @@
  * derivation without rewriting old traces.
  *
  * Public contract (docs/schema.md documents every column): the views
- * calls, allocations, meminfo, ipc and the tables process, devices, env.
+ * calls, allocations, meminfo, ipc, stacks and the tables process, devices,
+ * env, loaded_modules.
  * Everything else (events, apis, meta, mem_events) is an implementation detail
  * that tools should not query.
  */
@@ -70,7 +71,7 @@
     " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
     " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7,"        \
     " (SELECT m.path FROM modules m WHERE e.caller >= m.start_addr AND e.caller < m.end_addr)"     \
-    " AS module, e.caller FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                     \
+    " AS module, e.caller, e.stack_id FROM events e JOIN apis a ON a.api_id = e.api_id;\n"         \
     "CREATE VIEW logical_events AS SELECT e.*, a.name AS api, a.layer, a.role, a.space,"           \
     " a.kind AS api_kind FROM events e JOIN apis a ON a.api_id = e.api_id"                         \
     " LEFT JOIN events p ON p.seq = e.parent_seq LEFT JOIN apis pa ON pa.api_id = p.api_id"        \
@@ -136,7 +137,39 @@
     " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
     " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
     " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
-    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n"
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL
+
+/*
+ * Call stacks (format 4, docs/stacks.md). stack_frames: one row per frame of
+ * each distinct stack (calls.stack_id), innermost first: the native frames
+ * (kind 0, value = return address) then the Python frames (kind 1, value =
+ * (code_id << 32) | line). py_code: the names of each Python code object.
+ * loaded_modules: every object loaded in the process, recorded at the
+ * writer's start and again whenever the set changed (first_seq: the last
+ * call committed then). symbols: native frame names, filled by the analyzer
+ * when it symbolizes (the process never does). The view stacks joins them.
+ */
+#define CT_SCHEMA_STACKS_SQL                                                                       \
+    "CREATE TABLE stack_frames(stack_id INTEGER NOT NULL, depth INTEGER NOT NULL,"                 \
+    " kind INTEGER NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (stack_id, depth))"               \
+    " WITHOUT ROWID;\n"                                                                            \
+    "CREATE TABLE py_code(code_id INTEGER PRIMARY KEY, function TEXT NOT NULL,"                    \
+    " file TEXT NOT NULL);\n"                                                                      \
+    "CREATE TABLE loaded_modules(load_id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"  \
+    " base INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"              \
+    " first_seq INTEGER NOT NULL);\n"                                                              \
+    "CREATE TABLE symbols(ip INTEGER PRIMARY KEY, symbol TEXT NOT NULL);\n"                        \
+    "CREATE VIEW stacks AS SELECT f.stack_id, f.depth, m.path AS module,"                          \
+    " CASE WHEN f.kind = 0 THEN s.symbol ELSE c.function END AS symbol,"                           \
+    " CASE WHEN f.kind = 0 THEN f.value - m.base END AS offset, c.file,"                           \
+    " CASE WHEN f.kind = 1 THEN nullif(f.value & 4294967295, 0) END AS line,"                      \
+    " CASE WHEN f.kind = 0 THEN 'native' ELSE 'python' END AS kind,"                               \
+    " CASE WHEN f.kind = 0 THEN f.value END AS ip FROM stack_frames f"                             \
+    " LEFT JOIN loaded_modules m ON f.kind = 0 AND m.load_id = (SELECT x.load_id"                  \
+    " FROM loaded_modules x WHERE f.value >= x.start_addr AND f.value < x.end_addr"                \
+    " ORDER BY x.load_id DESC LIMIT 1)"                                                            \
+    " LEFT JOIN py_code c ON f.kind = 1 AND c.code_id = (f.value >> 32)"                           \
+    " LEFT JOIN symbols s ON f.kind = 0 AND s.ip = f.value;\n"
 
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \

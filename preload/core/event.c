@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "device.h"
 #include "session.h"
+#include "stacks.h"
 #include "thread.h"
 
 void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
@@ -18,6 +19,7 @@ void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
         return;
     ev->returned = false;
     ev->device_given = false;
+    ev->stacked = ct_stacks_enter(api);
     memset(&ev->rec, 0, sizeof ev->rec);
     ev->rec.api = (uint16_t)api;
     ev->rec.caller = (uint64_t)(uintptr_t)caller;
@@ -67,6 +69,12 @@ void ct_event_end(struct ct_event *ev, int result)
     ct_event_returned(ev);
     ct_self.depth--;
     ct_self.current_seq = ev->rec.parent_seq;
+    /* After the nesting is undone: a call Python makes while we read its
+     * frames (a garbage collection's cudaFree) is a call of its own. */
+    if (ev->stacked) {
+        ev->rec.stack_id = ct_stacks_capture();
+        ct_stacks_leave();
+    }
     ev->rec.result = result;
     ev->rec.tid = ct_thread_id();
     if (!ev->device_given)

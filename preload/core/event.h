@@ -28,6 +28,7 @@ struct ct_event {
     bool traced;       /* false when tracing is off for this call */
     bool returned;     /* ct_event_returned() took the end time */
     bool device_given; /* the hook set rec.device itself */
+    bool stacked;      /* captures a call stack at its end (stacks.h) */
 };
 
 /* `caller` is the hook's return address: the code that called the API. */

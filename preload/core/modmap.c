@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "objects.h"
+
 static bool in_known(const struct ct_modmap *map, uint64_t addr)
 {
     size_t lo = 0, hi = map->n_known;
@@ -96,7 +98,7 @@ size_t ct_modmap_resolve(struct ct_modmap *map, struct ct_module *out, size_t ca
             continue;
         }
         struct finder f = {addr, &out[n], false};
-        dl_iterate_phdr(find_object, &f);
+        ct_dl_iterate(find_object, &f); /* fork-safe (objects.h) */
         if (f.found)
             n++;
         else if (map->n_unknown < CT_MODMAP_PENDING)

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "objects.h"
+
 /* Wheels ship renamed copies (libcudart-d0da41ae.so.12), hence prefixes. */
 static const char *const FAMILY_PREFIX[] = {
     [CT_LIB_CUDART] = "libcudart",
@@ -76,7 +78,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg)
 void *ct_resolve_loaded(enum ct_lib lib, const char *name)
 {
     struct search s = {lib, name, NULL};
-    dl_iterate_phdr(visit, &s);
+    ct_dl_iterate(visit, &s); /* fork-safe: the writer's probes come here (objects.h) */
     return s.found;
 }
 

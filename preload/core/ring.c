@@ -63,7 +63,8 @@ bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes)
     struct ct_ring_header *hdr = mem;
     if (bytes < CT_RING_HEADER_BYTES || memcmp(hdr->magic, CT_RING_MAGIC, sizeof hdr->magic) != 0)
         return false;
-    if (hdr->version != CT_RING_VERSION || hdr->slot_size != sizeof(struct ct_slot))
+    if (hdr->version < CT_RING_VERSION_OLDEST || hdr->version > CT_RING_VERSION ||
+        hdr->slot_size != sizeof(struct ct_slot))
         return false;
     uint64_t cap = hdr->capacity;
     if (cap < 2 || (cap & (cap - 1)) != 0 ||

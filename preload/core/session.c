@@ -35,6 +35,7 @@
 #include "store.h"
 #include "procinfo.h"
 #include "ring.h"
+#include "stacks.h"
 #include "thread.h"
 #include "tracefile.h"
 #include "versions.h"
@@ -230,6 +231,8 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (!rc)
         rc = ct_store_write_env(st, env.vars, env.count);
     if (!rc)
+        rc = ct_store_set_meta_text(st, "stacks", ct_stacks_describe());
+    if (!rc)
         rc = ct_store_commit(st);
     if (rc)
         snprintf(err, sizeof err, "%s", ct_store_error(st));
@@ -284,6 +287,8 @@ static bool start_locked(void)
     cfg.ring = &S.ring;
     cfg.probes.describe_device = ct_device_describe;
     cfg.probes.versions = ct_library_versions;
+    cfg.probes.objects_changed = ct_stacks_objects_changed;
+    cfg.record_objects = ct_stacks_enabled();
     cfg.interval_ms = 20;
     char err[256];
     S.writer = ct_writer_start(&cfg, err, sizeof err);

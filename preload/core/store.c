@@ -18,6 +18,7 @@
 
 #include "cutrace/apis.h"
 #include "cutrace/schema.h"
+#include "stackrec.h"
 
 #ifndef CUTRACE_VERSION
 #define CUTRACE_VERSION "dev"
@@ -28,6 +29,8 @@
 struct ct_store {
     sqlite3 *db;
     sqlite3_stmt *insert_event;
+    sqlite3_stmt *insert_frame, *insert_code; /* prepared at the first auxiliary record */
+    bool no_stack_tables;                     /* an older trace: auxiliary records are dropped */
     char error[256];
 };
 
@@ -151,6 +154,8 @@ void ct_store_close(struct ct_store *st)
     if (!st)
         return;
     sqlite3_finalize(st->insert_event);
+    sqlite3_finalize(st->insert_frame);
+    sqlite3_finalize(st->insert_code);
     sqlite3_close(st->db);
     free(st);
 }
@@ -277,6 +282,26 @@ int ct_store_write_module(struct ct_store *st, const char *path, uint64_t base, 
     return step_done(st, s, "write module");
 }
 
+int ct_store_write_object(struct ct_store *st, const char *path, const char *build_id,
+                          uint64_t base, uint64_t start, uint64_t end, uint64_t first_seq)
+{
+    sqlite3_stmt *s;
+    int rc = prepare(st,
+                     "INSERT INTO loaded_modules(path, build_id, base, start_addr, end_addr,"
+                     " first_seq) VALUES(?,?,?,?,?,?)",
+                     &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+    if (build_id && *build_id)
+        sqlite3_bind_text(s, 2, build_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, ct_u64_to_sql(base));
+    sqlite3_bind_int64(s, 4, ct_u64_to_sql(start));
+    sqlite3_bind_int64(s, 5, ct_u64_to_sql(end));
+    sqlite3_bind_int64(s, 6, ct_u64_to_sql(first_seq));
+    return step_done(st, s, "write loaded module");
+}
+
 int ct_store_begin(struct ct_store *st)
 {
     return exec_sql(st, "BEGIN", "begin");
@@ -287,8 +312,69 @@ int ct_store_commit(struct ct_store *st)
     return exec_sql(st, "COMMIT", "commit");
 }
 
+/* The statements for auxiliary records; false when the trace predates them. */
+static int prepare_aux(struct ct_store *st)
+{
+    if (st->insert_frame || st->no_stack_tables)
+        return 0;
+    int rc = sqlite3_prepare_v3(st->db,
+                                "INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, value)"
+                                " VALUES(?,?,?,?)",
+                                -1, SQLITE_PREPARE_PERSISTENT, &st->insert_frame, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v3(st->db,
+                                "INSERT OR IGNORE INTO py_code(code_id, function, file)"
+                                " VALUES(?,?,?)",
+                                -1, SQLITE_PREPARE_PERSISTENT, &st->insert_code, NULL);
+    if (rc == SQLITE_ERROR) { /* no such table: a trace of format 3 or older */
+        sqlite3_finalize(st->insert_frame);
+        sqlite3_finalize(st->insert_code);
+        st->insert_frame = st->insert_code = NULL;
+        st->no_stack_tables = true;
+        return 0;
+    }
+    return rc == SQLITE_OK ? 0 : fail(st, rc, "prepare stack insert");
+}
+
+static int insert_aux(struct ct_store *st, const struct ct_record *r)
+{
+    struct ct_aux_record a;
+    memcpy(&a, r, sizeof a);
+    if (!ct_aux_valid(&a))
+        return 0;
+    int rc = prepare_aux(st);
+    if (rc || st->no_stack_tables)
+        return rc;
+    if (a.kind == CT_AUX_FRAMES) {
+        sqlite3_stmt *s = st->insert_frame;
+        for (unsigned i = 0; i < a.count; i++) {
+            unsigned depth = a.first + i;
+            sqlite3_bind_int64(s, 1, ct_u64_to_sql(a.key));
+            sqlite3_bind_int(s, 2, (int)depth);
+            sqlite3_bind_int(s, 3, depth < a.native ? 0 : 1);
+            sqlite3_bind_int64(s, 4, ct_u64_to_sql(ct_aux_frame(&a, i)));
+            rc = sqlite3_step(s);
+            sqlite3_reset(s);
+            if (rc != SQLITE_DONE)
+                return fail(st, rc, "insert stack frame");
+        }
+        return 0;
+    }
+    char text[CT_AUX_PAYLOAD_BYTES];
+    ct_aux_get_bytes(&a, 0, text, (unsigned)a.count + a.total);
+    sqlite3_stmt *s = st->insert_code;
+    sqlite3_bind_int64(s, 1, ct_u64_to_sql(a.key));
+    sqlite3_bind_text(s, 2, text, a.count, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 3, text + a.count, a.total, SQLITE_TRANSIENT);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : fail(st, rc, "insert python code");
+}
+
 int ct_store_insert(struct ct_store *st, const struct ct_record *r)
 {
+    if (ct_record_is_aux(r))
+        return insert_aux(st, r);
     sqlite3_stmt *s = st->insert_event;
     assert(s && r->seq > 0);
     /* In the column order of EVENT_INSERT_SQL. */

@@ -61,12 +61,20 @@ struct ct_versions {
 int ct_store_set_versions(struct ct_store *st, const struct ct_versions *v);
 int ct_store_write_module(struct ct_store *st, const char *path, uint64_t base, uint64_t start,
                           uint64_t end);
+/* One loaded object (objects.h), for symbolizing stacks offline. */
+int ct_store_write_object(struct ct_store *st, const char *path, const char *build_id,
+                          uint64_t base, uint64_t start, uint64_t end, uint64_t first_seq);
 int ct_store_set_meta_text(struct ct_store *st, const char *key, const char *value);
 int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value);
 
 int ct_store_begin(struct ct_store *st);
 int ct_store_commit(struct ct_store *st);
-/* Inserts one record; a record whose seq is already present is ignored. */
+/*
+ * Inserts one record; a record whose seq is already present is ignored. An
+ * auxiliary record (stackrec.h) becomes stack_frames or py_code rows
+ * instead (again ignored when present); one that is not valid, or meets a
+ * trace without those tables, is dropped.
+ */
 int ct_store_insert(struct ct_store *st, const struct ct_record *rec);
 /* Folds the WAL into the main file so a reader needs nothing else. */
 int ct_store_checkpoint(struct ct_store *st);

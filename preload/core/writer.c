@@ -28,6 +28,8 @@
 #include "clock.h"
 #include "cutrace/apis.h"
 #include "modmap.h"
+#include "objects.h"
+#include "stackrec.h"
 #include "thread.h"
 #include "warn.h"
 
@@ -57,6 +59,7 @@ struct ct_writer {
     uint64_t committed; /* atomic: ring tickets committed and released */
     uint64_t cursor;    /* writer thread only: next ticket to read */
     struct ct_modmap modules;
+    struct ct_objects objects; /* loaded objects recorded for stacks */
     uint8_t device_state[CT_MAX_DEVICES];
     uint64_t device_first_seq[CT_MAX_DEVICES];
     bool versions_known;
@@ -116,9 +119,22 @@ static bool note_context(struct ct_writer *w, const struct ct_record *r)
     return true;
 }
 
+/* An auxiliary record's native frames: objects holding them must be recorded. */
+static void note_frames(struct ct_writer *w, const struct ct_record *r)
+{
+    struct ct_aux_record a;
+    memcpy(&a, r, sizeof a);
+    if (!w->cfg.record_objects || a.kind != CT_AUX_FRAMES || !ct_aux_valid(&a))
+        return;
+    for (unsigned i = 0; i < a.count && a.first + i < a.native; i++)
+        ct_objects_note(&w->objects, ct_aux_frame(&a, i));
+}
+
 struct learned {
     struct ct_module modules[CT_MODMAP_FOUND];
     size_t n_modules;
+    struct ct_object *objects; /* malloc'd, NULL when none */
+    size_t n_objects;
     struct ct_device_info devices[CT_MAX_DEVICES];
     uint64_t first_seq[CT_MAX_DEVICES];
     int n_devices;
@@ -130,6 +146,15 @@ static void learn_context(struct ct_writer *w, struct learned *out)
     out->n_devices = 0;
     out->versions = (struct ct_versions){0, 0, 0};
     out->n_modules = ct_modmap_resolve(&w->modules, out->modules, CT_MODMAP_FOUND);
+    free(out->objects);
+    out->objects = NULL;
+    out->n_objects = 0;
+    if (w->cfg.record_objects) {
+        bool changed;
+        out->n_objects = ct_objects_scan(&w->objects, &out->objects, &changed);
+        if (changed && w->cfg.probes.objects_changed)
+            w->cfg.probes.objects_changed();
+    }
     for (int d = 0; d < CT_MAX_DEVICES; d++) {
         if (w->device_state[d] != DEVICE_PENDING)
             continue;
@@ -153,7 +178,7 @@ static int store_context(struct ct_writer *w, const struct learned *l)
 {
     const struct ct_versions *v = &l->versions;
     bool new_versions = v->runtime > 0 || v->driver > 0 || v->nccl > 0;
-    if (l->n_devices == 0 && !new_versions && l->n_modules == 0)
+    if (l->n_devices == 0 && !new_versions && l->n_modules == 0 && l->n_objects == 0)
         return 0;
     if (!w->store && !open_trace_file(w))
         return -1;
@@ -163,6 +188,13 @@ static int store_context(struct ct_writer *w, const struct learned *l)
         rc = ct_store_write_module(w->store, m->path, m->base, m->start, m->end);
         if (!rc)
             ct_modmap_add(&w->modules, m);
+    }
+    for (size_t i = 0; !rc && i < l->n_objects; i++) {
+        const struct ct_object *o = &l->objects[i];
+        rc = ct_store_write_object(w->store, o->path, o->build_id, o->base, o->start, o->end,
+                                   w->last_seq);
+        if (!rc)
+            ct_objects_add(&w->objects, o);
     }
     for (int i = 0; !rc && i < l->n_devices; i++)
         rc = ct_store_write_device(w->store, &l->devices[i], l->first_seq[i]);
@@ -199,7 +231,9 @@ static long drain_once(struct ct_writer *w)
     long n = 0;
     uint64_t last_seq = w->last_seq;
     for (; r; r = (n < CT_BATCH_MAX) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
-        if (!note_context(w, r)) {
+        if (ct_record_is_aux(r))
+            note_frames(w, r);
+        else if (!note_context(w, r)) {
             w->cursor--; /* not consumed: it stays published in the ring */
             w->more_to_drain = true;
             break;
@@ -283,7 +317,7 @@ static void *writer_main(void *arg)
         return NULL;
     }
 
-    struct learned *learned = malloc(sizeof *learned);
+    struct learned *learned = calloc(1, sizeof *learned);
     if (!learned) {
         die(w, "out of memory");
         return NULL;
@@ -317,6 +351,7 @@ static void *writer_main(void *arg)
         }
         if (n < 0 || gone) {
             die(w, (n < 0 && w->store) ? ct_store_error(w->store) : w->last_error);
+            free(learned->objects);
             free(learned);
             return NULL;
         }
@@ -327,6 +362,7 @@ static void *writer_main(void *arg)
         bool behind = w->cursor < w->flush_target || w->end_state != NULL;
         if (w->stop && !behind && w->cursor == ct_ring_claimed(w->cfg.ring)) {
             pthread_mutex_unlock(&w->mu);
+            free(learned->objects);
             free(learned);
             break;
         }
@@ -419,6 +455,7 @@ void ct_writer_stop(struct ct_writer *w)
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
     ct_store_close(w->store);
+    ct_objects_free(&w->objects);
     pthread_mutex_destroy(&w->work_mu);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->wake);

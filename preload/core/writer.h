@@ -21,6 +21,7 @@ struct ct_writer;
 struct ct_writer_probes {
     bool (*describe_device)(int device, struct ct_device_info *out);
     void (*versions)(struct ct_versions *out);
+    void (*objects_changed)(void); /* objects were loaded or unloaded; may be NULL */
 };
 
 struct ct_writer_config {
@@ -28,6 +29,7 @@ struct ct_writer_config {
     char db_path[PATH_MAX]; /* an existing trace (ct_store_create made it) */
     struct ct_writer_probes probes;
     unsigned interval_ms;
+    bool record_objects; /* loaded_modules, for stacks (objects.h) */
 };
 
 /* Starts the thread; NULL (and a message in err) if it cannot. */

@@ -585,7 +585,7 @@ static const struct damage damages[] = {
     {"bad magic", SET_BYTES, HDR(magic), 0, "CTRINGX", 8, "not a cutrace ring (bad magic)"},
     {"newer version", SET_U32, HDR(version), CT_RING_VERSION + 1, NULL, 0,
      "ring written by a newer cutrace (ring format"},
-    {"older version", SET_U32, HDR(version), CT_RING_VERSION - 1, NULL, 0,
+    {"older version", SET_U32, HDR(version), CT_RING_VERSION_OLDEST - 1, NULL, 0,
      "ring written by an older cutrace"},
     {"slot size", SET_U32, HDR(slot_size), 128, NULL, 0, "slot size 128, expected 256"},
     {"capacity not a power of two", SET_U64, HDR(capacity), 12, NULL, 0,

@@ -33,10 +33,11 @@ expect "verdict: fits: 2409 tokens"
 expect "rest   = post - pre * (1 - 0.55) = -0.108496 GiB"
 expect "verdict: Not enough memory. Please try to increase --mem-fraction-static."
 expect "custom all-reduce buffers (ipc_exported)             made before pre   512.00 MiB    281.60 MiB"
-# diff: the cause, named with counts and sizes, and a budget delta that adds up
+# diff: the cause, named with counts, sizes and the function that made it (the
+# call stacks), and a budget delta that adds up
 expect "first divergence > 16.0 MiB: measurement 2 (pre) on every rank"
-expect "+1  256 MiB + 5 KiB  cudaMalloc            tp_server_sim  ipc_exported  after NCCL init 2           +256.0 MiB"
-expect "+7          256 MiB  cudaIpcOpenMemHandle  tp_server_sim  peer"
+expect "+1  256 MiB + 5 KiB  cudaMalloc            init_custom_ar      ipc_exported  after NCCL init 2          +256.0 MiB"
+expect "+7          256 MiB  cudaIpcOpenMemHandle  init_custom_ar      peer"
 expect "rest                   0.157715 GiB  -0.108496 GiB  -272.6 MiB"
 expect "custom all-reduce buffers (ipc_exported)      made before pre           0  512.0 MiB  +512.0 MiB      -281.6 MiB"
 expect "B adds: --custom-ar"

@@ -12,6 +12,7 @@ int main(void)
     srunner_add_suite(sr, nccl_suite());
     srunner_add_suite(sr, roads_suite());
     srunner_add_suite(sr, budget_suite());
+    srunner_add_suite(sr, stacks_suite());
     srunner_add_suite(sr, diff_suite());
     srunner_add_suite(sr, run_suite());
     srunner_run_all(sr, CK_NORMAL);

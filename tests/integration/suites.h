@@ -5,7 +5,8 @@
  * cuGetProcAddress, entry points, nesting, other shims) and budget (the
  * simulated server's own budget found again by `cutrace budget`) and run
  * (`cutrace run` in front of launchers that start workers) and diff (a
- * baseline and a custom all-reduce run compared by `cutrace diff`).
+ * baseline and a custom all-reduce run compared by `cutrace diff`) and
+ * stacks (native and Python call stacks, `cutrace sites`).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -17,6 +18,7 @@ Suite *reliability_suite(void);
 Suite *nccl_suite(void);
 Suite *roads_suite(void);
 Suite *budget_suite(void);
+Suite *stacks_suite(void);
 Suite *diff_suite(void);
 Suite *run_suite(void);
 

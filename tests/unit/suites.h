@@ -16,5 +16,6 @@ Suite *envcap_suite(void);
 Suite *procinfo_suite(void);
 Suite *tracefile_suite(void);
 Suite *modmap_suite(void);
+Suite *stacks_suite(void);
 
 #endif
