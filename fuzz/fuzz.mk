@@ -8,7 +8,8 @@
 # Not part of `make test`: it takes minutes and needs clang (clang 14 with
 # libclang-rt-14-dev: libFuzzer, ASan, UBSan).
 #
-#   fuzz_trace   a trace file (x.db) through the loader and `summary`
+#   fuzz_trace   a trace file (x.db) through the loader and every report of one
+#                trace (summary, collectives, timeline, budget, sites)
 #   fuzz_ring    a ring file (x.ring) beside a valid trace through `recover`
 #                and `summary`
 #

@@ -97,3 +97,20 @@ int fuzz_run(int (*command)(int, char **), const char *name, const char *path, i
     assert(status >= 0 && status <= 2);
     return status;
 }
+
+int fuzz_run_args(int (*command)(int, char **), const char *const *args)
+{
+    /* Writable copies: getopt may permute argv. */
+    char copies[16][PATH_MAX + 256];
+    char *argv[17];
+    int argc = 0;
+    for (; args[argc] && argc < 16; argc++) {
+        snprintf(copies[argc], sizeof(copies[argc]), "%s", args[argc]);
+        argv[argc] = copies[argc];
+    }
+    argv[argc] = NULL;
+    int status = command(argc, argv);
+    fflush(stdout);
+    assert(status >= 0 && status <= 2);
+    return status;
+}

@@ -25,5 +25,7 @@ void fuzz_write(const char *name, const uint8_t *data, size_t size);
 /* Runs `cutrace <command> [--json] <path>` in-process; returns its status.
  * Any exit status is fine: only crashes, sanitizer reports and leaks count. */
 int fuzz_run(int (*command)(int, char **), const char *name, const char *path, int json);
+/* The same with any arguments (NULL-terminated, argv[0] the command's name). */
+int fuzz_run_args(int (*command)(int, char **), const char *const *args);
 
 #endif

@@ -1,8 +1,10 @@
 /*
  * fuzz_trace.c - libFuzzer target for trace files: the input becomes x.db in
  * a scratch directory, and the trace loader (analyzer/trace.c, with its
- * ring-folding step) and the summary and collectives reports (text and
- * JSON) run over it in-process, exactly as `cutrace summary x.db` would.
+ * ring-folding step), the GPU model (analyzer/gpumodel.c), the stacks and
+ * every report that reads one trace (summary, collectives, timeline, budget
+ * for both frameworks, sites: text and JSON) run over it in-process,
+ * exactly as `cutrace summary x.db` would.
  *
  * What counts as a bug: a crash, an assertion, an AddressSanitizer or
  * UndefinedBehaviorSanitizer report, a leak, or an exit status outside
@@ -35,5 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_run(cmd_summary, "summary", fuzz_path("x.db"), 1);
     fuzz_run(cmd_collectives, "collectives", fuzz_path("x.db"), 0);
     fuzz_run(cmd_collectives, "collectives", fuzz_path("x.db"), 1);
+    fuzz_run(cmd_timeline, "timeline", fuzz_path("x.db"), 0);
+    fuzz_run(cmd_timeline, "timeline", fuzz_path("x.db"), 1);
+    const char *x = fuzz_path("x.db");
+    const char *sglang[] = {"budget", "--framework", "sglang", "--mem-fraction-static", "0.8",
+                            x,        NULL};
+    const char *vllm[] = {"budget", "--framework", "vllm", "--json", x, NULL};
+    const char *sites[] = {"sites", "--json", x, NULL};
+    const char *folded[] = {"sites", "--folded", x, NULL};
+    fuzz_run_args(cmd_budget, sglang);
+    fuzz_run_args(cmd_budget, vllm);
+    fuzz_run_args(cmd_sites, sites);
+    fuzz_run_args(cmd_sites, folded);
     return 0;
 }
