@@ -1,8 +1,10 @@
 /*
  * budget_analysis.c - the analysis behind `cutrace budget` (budget_analysis.h):
- *   1. ranks: the processes with a weight burst (or, with --pre/--post, the
- *      N-th and M-th measurements), on the GPU they measured most, grouped
- *      into jobs by the NCCL communicators they share;
+ *   1. ranks: each process's pre and post measurements - with --pre/--post
+ *      the N-th and M-th, else those the server's Python functions made
+ *      (when the trace has Python stacks), else the ones around its weight
+ *      burst - on the GPU it measured most, grouped into jobs by the NCCL
+ *      communicators they share;
  *   2. per rank: the measurements chosen and why, the GPU's live bytes per
  *      category at each, what was made between them, the KV pool seen after;
  *   3. per job: the server's own arithmetic (budget.h) - SGLang's float32
