@@ -537,22 +537,10 @@ static void print_first_divergence(const struct diff *d, FILE *out)
         return;
     }
     const struct diff_row *row = &d->rows[d->first_div_row];
-    /* the pairs that diverge there */
-    uint32_t *pairs = xcalloc(d->npairs, sizeof(*pairs));
-    size_t n = 0;
-    const struct diff_step *shown = NULL;
+    uint32_t *pairs;
+    size_t n;
+    const struct diff_step *shown = diff_first_divergence(d, &pairs, &n);
     const struct diff_pair *sp = &d->pairs[d->first_div_pair];
-    for (uint32_t p = 0; p < d->npairs; p++)
-        for (size_t s = 0; s < d->pairs[p].nsteps; s++) {
-            const struct diff_step *st = &d->pairs[p].steps[s];
-            if ((int64_t)st->row != d->first_div_row)
-                continue;
-            if (diff_step_diverges(d, &d->pairs[p], st))
-                pairs[n++] = p;
-            if (p == d->first_div_pair)
-                shown = st;
-        }
-    assert(shown);
     const struct diff_milestone *a = diff_step_ms(d, sp, shown, DIFF_A);
     const struct diff_milestone *b = diff_step_ms(d, sp, shown, DIFF_B);
     char *who = diff_pairs_text(d, pairs, n);
@@ -1640,20 +1628,9 @@ static void json_summary(struct json_writer *w, const struct diff *d)
         json_null(w);
     } else {
         const struct diff_pair *p = &d->pairs[d->first_div_pair];
-        const struct diff_step *st = NULL;
-        uint32_t *pairs = xcalloc(d->npairs, sizeof(*pairs));
-        size_t n = 0;
-        for (uint32_t q = 0; q < d->npairs; q++)
-            for (size_t s = 0; s < d->pairs[q].nsteps; s++) {
-                const struct diff_step *x = &d->pairs[q].steps[s];
-                if ((int64_t)x->row != d->first_div_row)
-                    continue;
-                if (diff_step_diverges(d, &d->pairs[q], x))
-                    pairs[n++] = q;
-                if (q == d->first_div_pair)
-                    st = x;
-            }
-        assert(st);
+        uint32_t *pairs;
+        size_t n;
+        const struct diff_step *st = diff_first_divergence(d, &pairs, &n);
         const struct diff_milestone *a = diff_step_ms(d, p, st, DIFF_A);
         const struct diff_milestone *b = diff_step_ms(d, p, st, DIFF_B);
         json_object_begin(w);

@@ -2056,3 +2056,25 @@ char *diff_pairs_text(const struct diff *d, const uint32_t *pairs, size_t count)
     }
     return out;
 }
+
+const struct diff_step *diff_first_divergence(const struct diff *d, uint32_t **pairs, size_t *n)
+{
+    *pairs = NULL;
+    *n = 0;
+    if (d->first_div_row < 0)
+        return NULL;
+    *pairs = xcalloc(d->npairs ? d->npairs : 1, sizeof(**pairs));
+    const struct diff_step *shown = NULL;
+    for (uint32_t p = 0; p < d->npairs; p++)
+        for (size_t s = 0; s < d->pairs[p].nsteps; s++) {
+            const struct diff_step *st = &d->pairs[p].steps[s];
+            if ((int64_t)st->row != d->first_div_row)
+                continue;
+            if (diff_step_diverges(d, &d->pairs[p], st))
+                (*pairs)[(*n)++] = p;
+            if (p == d->first_div_pair)
+                shown = st;
+        }
+    assert(shown);
+    return shown;
+}

@@ -317,6 +317,13 @@ int64_t diff_ms_traced(const struct diff_milestone *ms);
 /* Whether a matched step's deltas exceed the threshold. */
 bool diff_step_diverges(const struct diff *d, const struct diff_pair *p, const struct diff_step *s);
 
+/*
+ * The step of the first divergence (d->first_div_row) in the pair the
+ * report shows (d->first_div_pair), and in *pairs (malloc'd, *n of them)
+ * every pair that diverges at that milestone. NULL when nothing diverges.
+ */
+const struct diff_step *diff_first_divergence(const struct diff *d, uint32_t **pairs, size_t *n);
+
 /* A size, exactly: "256 MiB + 5 KiB", "20 MiB" (at most two whole
  * units), else "2776320 B". Returns buf. */
 #define DIFF_SIZE_BUF 64
