@@ -47,6 +47,8 @@ include examples/examples.mk
 include bench/bench.mk
 include fuzz/fuzz.mk
 include tests/gpu/gpu.mk
+# Checks run once per installed CPython (tests/python/pythons.sh says which).
+include $(sort $(wildcard tests/python/*.mk))
 
 deps:
 	@scripts/deps.sh

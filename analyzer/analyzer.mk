@@ -9,7 +9,7 @@
 # tracer's own code, compiled here with the analyzer's flags: the ring
 # protocol and the SQL of a trace then exist once.
 
-ANALYZER_CORE_SRCS := preload/core/ring.c preload/core/store.c
+ANALYZER_CORE_SRCS := preload/core/ring.c preload/core/store.c preload/core/pylines.c
 ANALYZER_SRCS      := $(sort $(wildcard analyzer/*.c)) $(ANALYZER_CORE_SRCS)
 ANALYZER_LIB_SRCS  := $(filter-out analyzer/cutrace.c,$(ANALYZER_SRCS))
 ANALYZER_TEST_SRCS := $(sort $(wildcard tests/analyzer/*.c))

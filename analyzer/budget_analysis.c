@@ -175,24 +175,176 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
 }
 
 /*
- * The functions in which the servers take their two measurements
- * (docs/budget.md): SGLang's pre in init_torch_distributed, post in
- * profile_max_num_token (_profile_available_bytes in newer releases), the
- * first measurement there; vLLM's S0 in init_device, S1 the last
- * measurement of determine_available_memory (its profiling takes one
- * before profile_run too).
+ * The functions in which the servers take their measurements, and which of
+ * those measurements the budget uses (docs/budget.md, "How the
+ * measurements are found"; the release facts are there).
+ *
+ * SGLang's init_torch_distributed measures after the NCCL groups and the
+ * custom all-reduce buffers are made: pre (the MIN over the ranks), then one
+ * local measurement for its TP balance check; releases since about 0.4.5
+ * measure once more at its start, for its "mem usage" log, and releases up
+ * to about 0.4.1 skip the local one at TP 1. So pre is the second-to-last
+ * measurement when the function made two or more, the only one otherwise.
+ * A draft worker (speculative decoding) calls it again after the target's
+ * load_model, which measures too: only the first, uninterrupted run of
+ * init_torch_distributed's measurements is the target's. post is the first
+ * measurement after pre made in profile_max_num_token (older releases) or
+ * _profile_available_bytes (the KV cache mixin's, then KVCacheConfigurator's
+ * from about 0.5.16): never one of load_model's.
+ *
+ * vLLM's S0 is the last measurement of init_device. S1 is the snapshot its
+ * memory_profiling context manager (a generator under contextlib) takes
+ * after profile_run: the one contextlib's __exit__ resumed it for. Its
+ * snapshot before profile_run was resumed by __enter__, and
+ * profile_cudagraph_memory measures with neither, inside the with block or
+ * after it: the last measurement of determine_available_memory is S1 only
+ * in releases without memory_profiling (early V1 workers, about 0.7).
  */
 static const char *const sglang_pre_functions[] = {"init_torch_distributed"};
 static const char *const sglang_post_functions[] = {"profile_max_num_token",
                                                     "_profile_available_bytes"};
 static const char *const vllm_pre_functions[] = {"init_device"};
 static const char *const vllm_post_functions[] = {"determine_available_memory"};
+static const char *const vllm_profiling_functions[] = {"memory_profiling"};
+/* The innermost of these above a measurement made under memory_profiling is
+ * contextlib's, the frame that resumed the generator: nothing between the
+ * generator and torch.cuda.mem_get_info runs inside a with statement's
+ * enter or exit. */
+static const char *const context_manager_functions[] = {"__enter__", "__exit__"};
+#define NAMES(list) list, sizeof(list) / sizeof(list[0])
+
+/* "__exit__ (contextlib.py:148)" is an __exit__ frame. */
+static bool function_is(const char *found, const char *name)
+{
+    size_t n = strlen(name);
+    return found && strncmp(found, name, n) == 0 && (found[n] == ' ' || found[n] == '\0');
+}
+
+/* SGLang's pre and post among a rank's measurements (see above). */
+static bool sglang_by_names(const struct gm_model *m, uint32_t proc, struct trace *t,
+                            const uint32_t *meas, size_t count, size_t *pre, size_t *post,
+                            char **pre_fn, char **post_fn, char **why)
+{
+    size_t first = SIZE_MAX, last = SIZE_MAX;
+    char *last_fn = NULL, *before_last_fn = NULL;
+    for (size_t i = 0; i < count; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(sglang_pre_functions));
+        if (!fn) {
+            if (first != SIZE_MAX)
+                break; /* the first run is over: a later one is a draft worker's */
+            continue;
+        }
+        if (first == SIZE_MAX)
+            first = i;
+        last = i;
+        free(before_last_fn);
+        before_last_fn = last_fn;
+        last_fn = fn;
+    }
+    if (first == SIZE_MAX)
+        return false;
+    size_t made = last - first + 1;
+    *pre = made >= 2 ? last - 1 : last;
+    *pre_fn = made >= 2 ? before_last_fn : last_fn;
+    free(made >= 2 ? last_fn : before_last_fn);
+    for (size_t i = *pre + 1; i < count && *post == SIZE_MAX; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(sglang_post_functions));
+        if (fn) {
+            *post = i;
+            *post_fn = fn;
+        }
+    }
+    if (*post == SIZE_MAX)
+        return false;
+    char *post_name = xstrndup(*post_fn, strcspn(*post_fn, " "));
+    *why = made >= 2 ? xasprintf("pre: the distributed measurement, the second-to-last of the "
+                                 "%zu made by the first init_torch_distributed (its last is the "
+                                 "TP balance check); post: the first measurement in %s after pre",
+                                 made, post_name)
+                     : xasprintf("pre: the only measurement made by the first "
+                                 "init_torch_distributed; post: the first measurement in %s "
+                                 "after pre",
+                                 post_name);
+    free(post_name);
+    return true;
+}
+
+/* vLLM's S0 and S1 among a rank's measurements (see above). */
+static bool vllm_by_names(const struct gm_model *m, uint32_t proc, struct trace *t,
+                          const uint32_t *meas, size_t count, size_t *pre, size_t *post,
+                          char **pre_fn, char **post_fn, char **why)
+{
+    for (size_t i = 0; i < count; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(vllm_pre_functions));
+        if (fn) {
+            free(*pre_fn);
+            *pre_fn = fn;
+            *pre = i;
+        }
+    }
+    if (*pre == SIZE_MAX)
+        return false;
+    size_t last = SIZE_MAX, exit_at = SIZE_MAX, second = SIZE_MAX;
+    size_t profiled = 0;
+    char *last_fn = NULL, *exit_fn = NULL, *second_fn = NULL;
+    for (size_t i = *pre + 1; i < count; i++) {
+        int64_t seq = event_seq(m, proc, meas[i]);
+        char *fn = stacks_python_function(t, seq, NAMES(vllm_post_functions));
+        if (!fn)
+            continue;
+        char *gen = stacks_python_function(t, seq, NAMES(vllm_profiling_functions));
+        if (gen) {
+            char *cm = stacks_python_function(t, seq, NAMES(context_manager_functions));
+            if (function_is(cm, "__exit__") && exit_at == SIZE_MAX) {
+                exit_at = i;
+                exit_fn = xstrdup(fn);
+            }
+            if (++profiled == 2) {
+                second = i;
+                second_fn = xstrdup(fn);
+            }
+            free(cm);
+            free(gen);
+        }
+        free(last_fn);
+        last_fn = fn;
+        last = i;
+    }
+    if (exit_at != SIZE_MAX) {
+        *post = exit_at;
+        *post_fn = exit_fn;
+        exit_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: memory_profiling's "
+                       "measurement after profile_run (its generator resumed by contextlib's "
+                       "__exit__)");
+    } else if (second != SIZE_MAX) {
+        *post = second;
+        *post_fn = second_fn;
+        second_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: the second measurement "
+                       "made under memory_profiling (the stacks do not show its context "
+                       "manager)");
+    } else if (profiled == 0 && last != SIZE_MAX) {
+        /* Releases before memory_profiling measured last after profile_run. */
+        *post = last;
+        *post_fn = last_fn;
+        last_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: the last measurement "
+                       "of determine_available_memory (no memory_profiling on its stacks)");
+    }
+    free(last_fn);
+    free(exit_fn);
+    free(second_fn);
+    return *post != SIZE_MAX;
+}
 
 /*
- * A rank whose measurements its Python stacks name (issue 8's stacks): pre
- * is the last measurement made in the pre function, post the first (SGLang)
- * or last (vLLM) one after it made in the post function. False when the
- * trace has no Python stacks or they name neither: the weight burst decides.
+ * A rank whose measurements its Python stacks name (issue 8's stacks), by
+ * the rules above. False when the trace has no Python stacks or they do
+ * not name both: the weight burst decides.
  */
 static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
 {
@@ -200,35 +352,15 @@ static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, stru
     uint32_t gpu = gm_main_gpu(m, proc);
     if (gpu == GM_NONE || m->procs[proc].measurements == 0)
         return false;
-    bool sglang = r->o->framework == BUDGET_SGLANG;
-    const char *const *pre_names = sglang ? sglang_pre_functions : vllm_pre_functions;
-    size_t npre = 1;
-    const char *const *post_names = sglang ? sglang_post_functions : vllm_post_functions;
-    size_t npost = sglang ? 2 : 1;
     struct trace *t = (struct trace *)m->procs[proc].trace; /* read only */
     size_t count;
     uint32_t *meas = gm_measurements(m, proc, gpu, &count);
     size_t pre = SIZE_MAX, post = SIZE_MAX;
-    char *pre_fn = NULL, *post_fn = NULL;
-    for (size_t i = 0; i < count; i++) {
-        char *fn = stacks_python_function(t, event_seq(m, proc, meas[i]), pre_names, npre);
-        if (fn) {
-            free(pre_fn);
-            pre_fn = fn;
-            pre = i;
-        }
-    }
-    for (size_t i = pre == SIZE_MAX ? count : pre + 1; i < count; i++) {
-        char *fn = stacks_python_function(t, event_seq(m, proc, meas[i]), post_names, npost);
-        if (fn) {
-            free(post_fn);
-            post_fn = fn;
-            post = i;
-            if (sglang)
-                break;
-        }
-    }
-    bool found = pre != SIZE_MAX && post != SIZE_MAX;
+    char *pre_fn = NULL, *post_fn = NULL, *why = NULL;
+    bool found =
+        r->o->framework == BUDGET_SGLANG
+            ? sglang_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why)
+            : vllm_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why);
     if (found) {
         memset(out, 0, sizeof(*out));
         out->proc = proc;
@@ -238,13 +370,14 @@ static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, stru
         out->pre = meas[pre];
         out->post = meas[post];
         out->has_burst = gm_burst_between(m, proc, gpu, out->pre, out->post, &out->burst);
-        out->choice =
-            xasprintf("pre = seq %" PRId64 ", made in %s, post = seq %" PRId64
-                      ", made in %s: chosen by the Python stacks",
-                      event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post), post_fn);
+        out->choice = xasprintf("pre = seq %" PRId64 ", made in %s, post = seq %" PRId64
+                                ", made in %s: chosen by the Python stacks (%s)",
+                                event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post),
+                                post_fn, why);
     }
     free(pre_fn);
     free(post_fn);
+    free(why);
     free(meas);
     return found;
 }
@@ -744,9 +877,17 @@ static char *conclusion(const struct budget_job *g, const struct budget_rank *rk
  */
 static void name_measurements(const struct budget_analysis *r, struct budget_rank *rk)
 {
+    /* load_model and profile_cudagraph_memory too: a burst that chose one
+     * of their measurements chose what the server does not use. */
     static const char *const names[] = {
-        "init_torch_distributed",     "profile_max_num_token", "_profile_available_bytes",
-        "determine_available_memory", "profile_run",           "init_device",
+        "init_torch_distributed",
+        "profile_max_num_token",
+        "_profile_available_bytes",
+        "determine_available_memory",
+        "profile_run",
+        "init_device",
+        "load_model",
+        "profile_cudagraph_memory",
     };
     const size_t n = sizeof(names) / sizeof(names[0]);
     const struct gm_process *p = &r->m->procs[rk->proc];

@@ -4,7 +4,9 @@
  * one moment (its peak by default) grouped by the call site that allocated
  * it: the innermost Python frame where the stack has Python frames
  * ("custom_all_reduce.py:142 create_shared_buffer"), else the innermost
- * native frame outside the CUDA libraries ("load_weights (server)").
+ * native frame outside the CUDA libraries and the glue between Python and C
+ * ("load_weights (server)"), with a note when that site says less than it
+ * seems (an unnamed module+0xOFFSET, only the interpreter's frames).
  * --folded writes the same memory as folded stacks (flamegraph.pl,
  * speedscope), one line per distinct stack, weighted by bytes.
  *
@@ -36,8 +38,9 @@ static const char usage[] =
     "Per physical GPU, the GPU memory live at one moment grouped by the call\n"
     "site that allocated it: the innermost Python frame of its stack where\n"
     "there is one (file.py:LINE function), else the innermost native frame\n"
-    "outside the CUDA libraries. Native frames are named from the modules'\n"
-    "symbol tables now, offline.\n"
+    "outside the CUDA libraries and the interpreter's call machinery (libffi,\n"
+    "ctypes, libpython). Native frames are named from the modules' symbol\n"
+    "tables now, offline; a note says why a site stayed module+0xOFFSET.\n"
     "\n"
     "options:\n"
     "  --gpu UUID|INDEX  only this GPU: a uuid prefix, or its index in the report\n"
@@ -311,6 +314,7 @@ struct site {
     size_t npids, pids_cap;
     const struct stack *example; /* the stack of its largest allocation */
     int64_t example_bytes;
+    char *note; /* what stacks_site said of the example's site, NULL nothing */
 };
 
 /* Stacks per process, loaded when first needed. */
@@ -415,7 +419,8 @@ static int collect(struct run *r, struct gpu_sites *gs)
             enum site_kind kind;
             const char *api = gm_api_name(m, p->events[a->event].api);
             const struct stack *st = stacks_of_call(ss, a->seq);
-            char *name = stacks_site(st, api, &kind);
+            char *why;
+            char *name = stacks_site(st, api, &kind, &why);
             struct site *s = find_site(&gs->sites, &gs->nsites, &gs->cap, name, kind);
             free(name);
             s->bytes = gm_add(s->bytes, a->size);
@@ -424,7 +429,11 @@ static int collect(struct run *r, struct gpu_sites *gs)
             if (!s->example || a->size > s->example_bytes) {
                 s->example = st;
                 s->example_bytes = a->size;
+                free(s->note);
+                s->note = why;
+                why = NULL;
             }
+            free(why);
             bool seen = false;
             for (size_t q = 0; q < s->npids && !seen; q++)
                 seen = s->pids[q] == p->pid;
@@ -460,6 +469,11 @@ static char *moment_text(const struct gm_model *m, const struct at_spec *at,
     if (e->type == GM_EV_END)
         return xasprintf("at %s: the end of %s", what, name);
     return xasprintf("at %s: %s seq %" PRId64 "%s%s", what, name, e->seq, api[0] ? " " : "", api);
+}
+
+static int compare_texts(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static void print_text(const struct gm_model *m, const struct at_spec *at, struct run *r,
@@ -520,8 +534,35 @@ static void print_text(const struct gm_model *m, const struct at_spec *at, struc
                     count == 1 ? "" : "s");
         }
     }
-    if (m->nnotes + r->nnotes)
+    /* The shown sites' own notes, once each however many GPUs show the
+     * site (sorted, so that duplicates meet whatever their number). */
+    char **lines = NULL;
+    size_t nlines = 0, lines_cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct gpu_sites *gs = &gpus[i];
+        size_t shown = top && top < gs->nsites ? top : gs->nsites;
+        for (size_t k = 0; gs->at.found && k < shown; k++) {
+            const struct site *s = &gs->sites[k];
+            if (!s->note || !s->name)
+                continue;
+            lines = xgrow(lines, &lines_cap, nlines + 1, sizeof(*lines));
+            lines[nlines++] = xasprintf("%s: %s", s->name, s->note);
+        }
+    }
+    if (nlines > 1)
+        qsort(lines, nlines, sizeof(*lines), compare_texts);
+    if (m->nnotes + r->nnotes + nlines)
         fputc('\n', out);
+    for (size_t i = 0; i < nlines; i++) {
+        if (i == 0 || strcmp(lines[i], lines[i - 1]) != 0) {
+            fputs("note: ", out);
+            text_print(out, lines[i], 200, 0);
+            fputc('\n', out);
+        }
+    }
+    for (size_t i = 0; i < nlines; i++)
+        free(lines[i]);
+    free(lines);
     for (size_t i = 0; i < m->nnotes; i++) {
         fputs("note: ", out);
         text_print(out, m->notes[i], 200, 0);
@@ -593,6 +634,7 @@ static void print_json(const struct gm_model *m, const char *path, const struct 
             json_array_end(&w);
             json_key(&w, "stack");
             stacks_json_frames(&w, s->example);
+            json_kv_string(&w, "note", s->note);
             json_object_end(&w);
         }
         json_array_end(&w);
@@ -762,6 +804,7 @@ static int report(const char *path, const char *gpu_arg, const struct at_spec *a
         for (size_t k = 0; k < gpus[i].nsites; k++) {
             free(gpus[i].sites[k].name);
             free(gpus[i].sites[k].pids);
+            free(gpus[i].sites[k].note);
         }
         free(gpus[i].sites);
     }

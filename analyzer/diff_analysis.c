@@ -966,8 +966,8 @@ static uint32_t alloc_site(struct diff *d, int side, uint32_t proc, const struct
     if (!r->stacks[proc].present)
         return string_id(d, "");
     enum site_kind kind;
-    char *site =
-        stacks_call_site(&r->stacks[proc], a->seq, gm_api_name(m, p->events[a->event].api), &kind);
+    char *site = stacks_call_site(&r->stacks[proc], a->seq, gm_api_name(m, p->events[a->event].api),
+                                  &kind, NULL);
     uint32_t id = string_id(d, site ? site : "");
     free(site);
     return id;

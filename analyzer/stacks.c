@@ -3,13 +3,15 @@
  * (stacks.h).
  *
  * Everything read here is untrusted: stack rows may be missing, repeated
- * or out of order, kinds unknown, parents cyclic. Such rows are skipped or
- * cut short, never trusted to index anything.
+ * or out of order, kinds unknown, parents cyclic, entry markers and
+ * instruction offsets any value. Such rows are skipped or cut short, such
+ * values read as "unknown", never trusted to index anything.
  */
 #include "stacks.h"
 
 #include "cli.h"
 #include "modules.h"
+#include "../preload/core/pylines.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -89,6 +91,8 @@ struct loader {
     struct module_id *modules;
     size_t nmodules, modules_cap;
     size_t stacks_cap;
+    bool entries;    /* the stacks view has format 5's instr and entry columns */
+    bool linetables; /* and the trace has py_linetables, with its columns */
 };
 
 static int present(struct trace *t, bool *yes)
@@ -176,22 +180,20 @@ static bool is_eval_loop(const struct stack_frame *f)
 }
 
 /*
- * Puts the Python frames where the interpreter ran them: in place of its
- * eval-loop frames. Up to 3.10 each Python frame has an eval loop of its
- * own, so the counts match and the placement is exact. From 3.11 one eval
- * loop runs several Python frames (calls between Python functions do not
- * re-enter it) and the public API does not say which: with one eval loop
- * in the stack all frames go there (exact); with several, the inner loops
- * get one frame each and the outermost the rest (a guess, flagged).
+ * Without entry markers (format 4, or frames read through CPython's API):
+ * puts the Python frames in place of the interpreter's eval-loop frames as
+ * well as the counts allow. Up to 3.10 each Python frame has an eval loop
+ * of its own, so the counts match and the placement is exact. From 3.11 one
+ * eval loop runs several Python frames (calls between Python functions do
+ * not re-enter it) and the public API does not say which: with one eval
+ * loop in the stack all frames go there (exact); with several, the inner
+ * loops get one frame each and the outermost the rest (a guess, flagged).
  * Without any eval loop in view (native unwinding off, or cut short by the
  * depth limit) the Python frames follow the native ones.
  */
-static void merge(struct stack *st, struct stack_frame *natives, size_t nn,
-                  struct stack_frame *pythons, size_t np)
+static void merge_guessed(struct stack *st, struct stack_frame *natives, size_t nn,
+                          struct stack_frame *pythons, size_t np)
 {
-    st->nnative = nn;
-    st->npython = np;
-    st->frames = xcalloc(nn + np ? nn + np : 1, sizeof(*st->frames));
     size_t evals = 0;
     for (size_t i = 0; i < nn; i++)
         evals += is_eval_loop(&natives[i]);
@@ -218,6 +220,57 @@ static void merge(struct stack *st, struct stack_frame *natives, size_t nn,
     st->nframes = out;
 }
 
+/*
+ * With entry markers (format 5, frames read from the interpreter's own
+ * structures): each eval-loop invocation ran the Python frames from where
+ * the previous one stopped up to its entry frame, so the Python frames,
+ * innermost first, split into runs each ending at (and including) an entry
+ * frame, and the k-th run belongs to the k-th eval loop, innermost first.
+ * That is exact at any depth. The outermost run may lack its entry frame
+ * (the Python frames were cut by the depth limit): it still belongs to the
+ * next eval loop. Runs left over when the eval loops in view are used up
+ * (the native stack was cut, or not recorded) follow the native frames in
+ * order; eval loops left over (the Python frames were cut) stay native.
+ */
+static void merge_exact(struct stack *st, struct stack_frame *natives, size_t nn,
+                        struct stack_frame *pythons, size_t np)
+{
+    size_t out = 0, py = 0;
+    for (size_t i = 0; i < nn; i++) {
+        if (py == np || !is_eval_loop(&natives[i])) {
+            st->frames[out++] = natives[i];
+            continue;
+        }
+        bool entry = false;
+        while (py < np && !entry) {
+            entry = pythons[py].entry == 1;
+            st->frames[out++] = pythons[py++];
+        }
+    }
+    while (py < np)
+        st->frames[out++] = pythons[py++];
+    st->nframes = out;
+}
+
+/* Puts the Python frames where the interpreter ran them: in place of its
+ * eval-loop frames (docs/stacks.md, "Merging"). */
+static void merge(struct stack *st, struct stack_frame *natives, size_t nn,
+                  struct stack_frame *pythons, size_t np)
+{
+    st->nnative = nn;
+    st->npython = np;
+    st->frames = xcalloc(nn + np ? nn + np : 1, sizeof(*st->frames));
+    /* One frame of unknown entry (read through the API, or a damaged value)
+     * and the markers cannot say where the runs end: all or nothing. */
+    bool markers = np > 0;
+    for (size_t i = 0; i < np && markers; i++)
+        markers = pythons[i].entry == 0 || pythons[i].entry == 1;
+    if (markers)
+        merge_exact(st, natives, nn, pythons, np);
+    else
+        merge_guessed(st, natives, nn, pythons, np);
+}
+
 static void finish_stack(struct loader *l, int64_t id, struct stack_frame *frames, size_t n)
 {
     if (id <= 0 || n == 0)
@@ -236,15 +289,29 @@ static void finish_stack(struct loader *l, int64_t id, struct stack_frame *frame
     struct stack *st = &s->stacks[s->nstacks++];
     memset(st, 0, sizeof(*st));
     st->id = id;
+    st->config = s->config;
     merge(st, natives, nn, pythons, np);
     free(natives);
     free(pythons);
 }
 
+/* Why a frame in no recorded module has no name. */
+static const char NO_MODULE[] = "the address is in no module the trace recorded";
+
 static void name_native(struct loader *l, struct stack_frame *f)
 {
-    if (f->symbol || !f->module || !l->sym)
+    if (f->symbol)
         return;
+    if (!f->module) {
+        f->unnamed = NO_MODULE;
+        return;
+    }
+    if (!l->sym) {
+        char *why = xasprintf("%s: not looked up", module_basename(f->module));
+        f->unnamed = intern(l->strings, why);
+        free(why);
+        return;
+    }
     const char *build_id = build_id_of(l, f->module);
     uint64_t off = 0;
     /* A return address: the call is the instruction before it. */
@@ -259,14 +326,103 @@ static void name_native(struct loader *l, struct stack_frame *f)
     const char *problem = symbolizer_problem(l->sym, f->module, build_id);
     if (problem && !l->out->unnamed_example)
         l->out->unnamed_example = xasprintf("%s: %s", module_basename(f->module), problem);
+    /* No problem with the module: it names functions, just none here (a
+     * stripped module names only its exported ones). */
+    char *why = xasprintf("%s: %s", module_basename(f->module),
+                          problem ? problem : "no function symbol at this address");
+    f->unnamed = intern(l->strings, why);
+    free(why);
+}
+
+/* A count from one query; -1 with t->error set. */
+static int64_t count_of(struct trace *t, const char *sql)
+{
+    sqlite3_stmt *q = trace_query(t, sql, "");
+    if (!q)
+        return -1;
+    int rc = trace_step(t, q);
+    int64_t n = rc == 1 ? col_int(q, 0, 0) : 0;
+    sqlite3_finalize(q);
+    return rc < 0 ? -1 : n;
+}
+
+/* Which of format 5's additions the trace has. A format-5 trace without
+ * them loads as format 4 did (damage elsewhere is caught by the query). */
+static int format5_parts(struct loader *l)
+{
+    l->entries = l->linetables = false;
+    if (l->t->format_version < 5)
+        return 0;
+    int64_t n = count_of(l->t, "SELECT count(*) FROM pragma_table_info('stacks')"
+                               " WHERE name IN ('instr', 'entry')");
+    if (n < 0)
+        return -1;
+    l->entries = n == 2;
+    n = l->entries ? count_of(l->t, "SELECT count(*) FROM pragma_table_info('py_linetables')"
+                                    " WHERE name IN ('code_id', 'format', 'first_line', 'bytes')")
+                   : 0;
+    if (n < 0)
+        return -1;
+    l->linetables = n == 4;
+    return 0;
+}
+
+/* The line of the instruction at offset from the line table in columns
+ * col (format), col + 1 (first line), col + 2 (the table); 0 when there is
+ * none. Any bytes are safe input for ct_pylines_line. */
+static int64_t line_from_table(sqlite3_stmt *q, int col, uint64_t offset)
+{
+    if (sqlite3_column_type(q, col) != SQLITE_INTEGER ||
+        sqlite3_column_type(q, col + 1) != SQLITE_INTEGER)
+        return 0;
+    int64_t format = sqlite3_column_int64(q, col);
+    if (format < 0 || format > UINT32_MAX)
+        return 0;
+    const uint8_t *table = sqlite3_column_blob(q, col + 2);
+    int len = sqlite3_column_bytes(q, col + 2);
+    if (!table || len <= 0)
+        return 0;
+    int64_t line = ct_pylines_line((unsigned)format, sqlite3_column_int64(q, col + 1), table,
+                                   (size_t)len, offset);
+    return line > 0 ? line : 0;
+}
+
+/* An integer column as trace contents have it: anything but an integer in
+ * [lo, hi] reads as unknown. */
+static int64_t col_ranged(sqlite3_stmt *q, int col, int64_t lo, int64_t hi, int64_t unknown)
+{
+    if (sqlite3_column_type(q, col) != SQLITE_INTEGER)
+        return unknown;
+    int64_t v = sqlite3_column_int64(q, col);
+    return v >= lo && v <= hi ? v : unknown;
 }
 
 static int load_frames(struct loader *l)
 {
-    sqlite3_stmt *q = trace_query(l->t,
-                                  "SELECT stack_id, depth, kind, ip, module, offset, symbol, file,"
-                                  " line FROM stacks ORDER BY stack_id, depth",
-                                  "");
+    if (format5_parts(l) != 0)
+        return -1;
+    sqlite3_stmt *q;
+    if (l->linetables)
+        /* The line table of a frame whose line the writer could not take
+         * from it (the table came after the frame): decoded here. */
+        q = trace_query(l->t,
+                        "SELECT s.stack_id, s.depth, s.kind, s.ip, s.module, s.offset, s.symbol,"
+                        " s.file, s.line, s.instr, s.entry, t.format, t.first_line, t.bytes"
+                        " FROM stacks s LEFT JOIN stack_frames f ON s.kind = 'python'"
+                        " AND s.line IS NULL AND s.instr IS NOT NULL AND f.stack_id = s.stack_id"
+                        " AND f.depth = s.depth LEFT JOIN py_linetables t"
+                        " ON t.code_id = (f.value >> 32) ORDER BY s.stack_id, s.depth",
+                        "");
+    else if (l->entries)
+        q = trace_query(l->t,
+                        "SELECT stack_id, depth, kind, ip, module, offset, symbol, file, line,"
+                        " instr, entry FROM stacks ORDER BY stack_id, depth",
+                        "");
+    else
+        q = trace_query(l->t,
+                        "SELECT stack_id, depth, kind, ip, module, offset, symbol, file, line"
+                        " FROM stacks ORDER BY stack_id, depth",
+                        "");
     if (!q)
         return -1;
     struct stack_frame frames[MAX_FRAMES];
@@ -309,6 +465,10 @@ static int load_frames(struct loader *l)
             f->line = col_int(q, 8, 0);
             if (f->line < 0)
                 f->line = 0;
+            f->instr = l->entries ? col_ranged(q, 9, 0, INT64_MAX, -1) : -1;
+            f->entry = l->entries ? (int)col_ranged(q, 10, 0, 1, -1) : -1;
+            if (f->line == 0 && f->instr >= 0 && l->linetables)
+                f->line = line_from_table(q, 11, (uint64_t)f->instr);
         }
     }
     finish_stack(l, current, frames, n);
@@ -484,15 +644,92 @@ char *stack_frame_folded(const struct stack_frame *f)
     return text;
 }
 
-char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind)
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/*
+ * Glue between Python and C: the frames every call from Python passes
+ * through, which say nothing about who made it. libffi and ctypes' module
+ * (a ctypes call), the interpreter's call machinery in libpython3*.so or in
+ * a python3* executable (a statically linked interpreter).
+ */
+static bool is_python_glue(const struct stack_frame *f)
+{
+    if (!f->module)
+        return false;
+    const char *name = base_name(f->module);
+    bool so = strstr(name, ".so") != NULL;
+    return starts_with(name, "libffi.so") || (starts_with(name, "_ctypes") && so) ||
+           (starts_with(name, "libpython3") && so) || (starts_with(name, "python3") && !so);
+}
+
+/*
+ * Glue too: the C library, where every process and thread starts
+ * (__libc_start_main, start_thread, clone3). Without this the site of a
+ * Python process whose Python frames were not read would be
+ * __libc_start_call_main; a program's own frames, callbacks from the C
+ * library included, are always inner to these.
+ */
+static bool is_glue(const struct stack_frame *f)
+{
+    if (!f->module)
+        return false;
+    const char *name = base_name(f->module);
+    return is_python_glue(f) || starts_with(name, "libc.so") || starts_with(name, "libc-2.") ||
+           starts_with(name, "libpthread") || starts_with(name, "ld-linux");
+}
+
+/* PyTorch's dispatch: passed over only below a Python frame, so that a C++
+ * program's own c10::cuda::CUDACachingAllocator frames stay sites. */
+static bool is_torch_dispatch(const struct stack_frame *f)
+{
+    const char *name = base_name(f->module);
+    return f->module && (starts_with(name, "libc10") || starts_with(name, "libtorch"));
+}
+
+/* The meta 'stacks' word that says how Python frames were read ("python=off"),
+ * else all of it, for a note. */
+static char *python_setting(const char *config)
+{
+    if (!config)
+        return xstrdup("the trace does not say how (no meta 'stacks')");
+    for (const char *p = config; (p = strstr(p, "python=")) != NULL; p++)
+        if (p == config || p[-1] == ' ')
+            return xstrndup(p, strcspn(p, " "));
+    return xstrdup(config);
+}
+
+static char *unnamed_note(const struct stack_frame *f)
+{
+    if (f->kind != STACK_NATIVE || f->symbol)
+        return NULL;
+    return xasprintf("not named: %s", f->unnamed ? f->unnamed : "unknown why");
+}
+
+static char *native_site(const struct stack_frame *f)
+{
+    if (f->symbol)
+        return xasprintf("%s (%s)", f->symbol, base_name(f->module));
+    if (f->module)
+        return xasprintf("%s+0x%" PRIx64, base_name(f->module), f->offset);
+    return xasprintf("0x%" PRIx64, f->ip);
+}
+
+char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind, char **note)
 {
     *kind = SITE_NONE;
+    if (note)
+        *note = NULL;
     if (!st || st->nframes == 0)
         return NULL;
     /* The innermost Python frame that is not a wrapper named like the API. */
     const struct stack_frame *best = NULL;
+    bool python = false;
     for (size_t i = 0; i < st->nframes && !best; i++) {
         const struct stack_frame *f = &st->frames[i];
+        python |= f->kind == STACK_PYTHON;
         if (f->kind == STACK_PYTHON && !(api && f->symbol && strcmp(f->symbol, api) == 0))
             best = f;
     }
@@ -503,24 +740,45 @@ char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind)
                              best->symbol ? best->symbol : "?");
         return xasprintf("%s %s", base_name(best->file), best->symbol ? best->symbol : "?");
     }
-    for (size_t i = 0; i < st->nframes; i++) {
+    /* The innermost native frame of the program's own code; failing that,
+     * the innermost one outside the CUDA layers (glue, or PyTorch's
+     * dispatch below a Python wrapper named like the API). */
+    const struct stack_frame *site = NULL, *fallback = NULL;
+    bool interpreter = false; /* glue of Python's among the frames passed over */
+    for (size_t i = 0; i < st->nframes && !site; i++) {
         const struct stack_frame *f = &st->frames[i];
         if (f->kind != STACK_NATIVE || in_cuda_layer(f))
             continue;
-        *kind = SITE_NATIVE;
-        if (f->symbol)
-            return xasprintf("%s (%s)", f->symbol, base_name(f->module));
-        if (f->module)
-            return xasprintf("%s+0x%" PRIx64, base_name(f->module), f->offset);
-        return xasprintf("0x%" PRIx64, f->ip);
+        if (!fallback)
+            fallback = f;
+        interpreter |= is_python_glue(f);
+        if (!is_glue(f) && !(python && is_torch_dispatch(f)))
+            site = f;
     }
-    return NULL;
+    if (!site && !fallback)
+        return NULL;
+    *kind = SITE_NATIVE;
+    const struct stack_frame *f = site ? site : fallback;
+    if (note) {
+        char *unnamed = unnamed_note(f);
+        if (!site && interpreter && !python) {
+            char *how = python_setting(st->config);
+            *note = xasprintf("only the interpreter's own frames: its Python frames were not"
+                              " read: %s%s%s",
+                              how, unnamed ? "; " : "", unnamed ? unnamed : "");
+            free(how);
+            free(unnamed);
+        } else {
+            *note = unnamed;
+        }
+    }
+    return native_site(f);
 }
 
 char *stacks_call_site(const struct stack_set *s, int64_t seq, const char *api,
-                       enum site_kind *kind)
+                       enum site_kind *kind, char **note)
 {
-    return stacks_site(stacks_of_call(s, seq), api, kind);
+    return stacks_site(stacks_of_call(s, seq), api, kind, note);
 }
 
 const struct stack_frame *stacks_find_python(const struct stack *st, const char *const *names,

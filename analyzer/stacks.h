@@ -9,7 +9,11 @@
  * innermost first, then the Python frames). A call without a stack of its
  * own made inside another traced call (the runtime's cuMemAlloc_v2 inside a
  * cudaMalloc, NCCL's cuMemCreate inside ncclCommInitRank) has its caller's:
- * stacks_of_call follows parent_seq.
+ * stacks_of_call follows parent_seq. Format 5 adds to each Python frame its
+ * instruction offset and whether it was the first frame of its eval-loop
+ * invocation (the interpreter's entry marker), which makes the merge of
+ * Python frames into the native ones exact; format 4 traces merge as
+ * before (docs/stacks.md, "Merging").
  *
  * Typical use, for one trace of an opened set:
  *
@@ -17,9 +21,11 @@
  *     struct stack_set ss;
  *     if (stacks_load(t, sym, &ss) != 0) { trace_report_error(t); ... }
  *     enum site_kind kind;
- *     char *site = stacks_call_site(&ss, seq, "cudaMalloc", &kind);
+ *     char *note;
+ *     char *site = stacks_call_site(&ss, seq, "cudaMalloc", &kind, &note);
  *     ... "custom_all_reduce.py:142 create_shared_buffer", or NULL ...
  *     free(site);
+ *     free(note);
  *     stacks_free(&ss);
  *     symbolizer_free(sym);
  */
@@ -45,7 +51,11 @@ struct stack_frame {
     uint64_t symbol_offset; /* native: ip's offset into symbol */
     const char *file;       /* python: co_filename */
     int64_t line;           /* python: the line, 0 unknown */
+    int64_t instr;          /* python: its instruction's byte offset in the bytecode, -1 unknown */
+    int entry;              /* python: 1 the first frame its eval loop ran, 0 not, -1 unknown */
     bool named_now;         /* native: named by this run's symbolizer, not the trace */
+    const char *unnamed;    /* native without a name: why, "libfoo.so: no function symbol at
+                               this address"; NULL when named */
 };
 
 struct stack {
@@ -55,7 +65,9 @@ struct stack {
     struct stack_frame *frames;
     size_t nframes;
     size_t nnative, npython;
-    bool placement_guessed; /* several eval loops, and not one Python frame each */
+    bool placement_guessed; /* several eval loops, not one Python frame each, and no
+                               entry markers to say which ran which */
+    const char *config;     /* the set's meta 'stacks' (for the site's note), NULL absent */
 };
 
 struct stack_call {
@@ -95,15 +107,25 @@ enum site_kind { SITE_NONE, SITE_PYTHON, SITE_NATIVE };
  * innermost Python frame, "custom_all_reduce.py:142 create_shared_buffer",
  * passing over wrappers named like the API they call (a Python function
  * `cudaMalloc` around ctypes' cudaMalloc); without Python frames, the
- * innermost native frame outside the CUDA runtime and driver libraries,
- * "load_weights (server)" or "libfoo.so+0x1234". api may be NULL. NULL (and
- * SITE_NONE) when the stack is NULL or empty.
+ * innermost native frame that is neither a CUDA layer (libcudart, libcuda,
+ * libcutrace) nor glue: between Python and C (libffi, ctypes' _ctypes*.so,
+ * the interpreter's libpython3* or python3* executable), or the C library
+ * where processes and threads start (libc.so*, libpthread, ld-linux);
+ * "load_weights (server)" or "libfoo.so+0x1234". libc10/libtorch frames
+ * are passed over too when the stack has Python frames. When only glue is
+ * left, its innermost frame. api may be NULL. NULL (and SITE_NONE) when the
+ * stack is NULL or empty.
+ *
+ * note (may be NULL) gets what a reader of the site should know, malloc'd,
+ * or NULL: why a site is only module+0xOFFSET ("not named: libfoo.so: no
+ * such file or directory"), or that the stack holds only the interpreter's
+ * own frames because its Python frames were not read ("... python=off").
  */
-char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind);
+char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind, char **note);
 
 /* stacks_site of stacks_of_call(s, seq). */
 char *stacks_call_site(const struct stack_set *s, int64_t seq, const char *api,
-                       enum site_kind *kind);
+                       enum site_kind *kind, char **note);
 
 /* "site.py:12 fn", "fn+0x1c (libfoo.so)", "libfoo.so+0x1234" or "0x7f...": malloc'd. */
 char *stack_frame_text(const struct stack_frame *f);

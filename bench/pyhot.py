@@ -1,19 +1,23 @@
-"""pyhot.py - time per CUDA call made from Python with the GIL held, for
-bench/run.sh: the cost of Python frames in call stacks.
+"""pyhot.py - time per CUDA call made from Python, for bench/run.sh: the
+cost of Python frames in call stacks.
 
-    python3 pyhot.py CALLS DEPTH      prints "<ns per call> <calls>"
+    python3 pyhot.py CALLS DEPTH [held|released]   prints "<ns per call> <calls>"
 
-Loads the fake runtime with ctypes.PyDLL (the GIL stays held, so cutrace
-reads the Python frames of each call) and alternates cudaMalloc(4 KiB),
-cudaFree and cudaMemGetInfo from a Python call chain DEPTH frames deep, in
-bursts of 300 calls with a pause after each so that the writer keeps up.
+Loads the fake runtime with ctypes.PyDLL (`held`, the default: the GIL stays
+held during the call, as in a C extension that keeps it) or ctypes.CDLL
+(`released`: the GIL is released around the call, as on every road of a
+real server) and alternates cudaMalloc(4 KiB), cudaFree and cudaMemGetInfo
+with DEPTH Python frames on the stack at each call (DEPTH >= 4), in bursts
+of 300 calls with a pause after each so that the writer keeps up.
 """
 import ctypes
 import sys
 import time
 
-cudart = ctypes.PyDLL("libcudart.so.12")
+RELEASED = len(sys.argv) > 3 and sys.argv[3] == "released"
+cudart = (ctypes.CDLL if RELEASED else ctypes.PyDLL)("libcudart.so.12")
 BURST = 300
+OWN_FRAMES = 4  # <module>, main, at_depth(0), calls
 
 
 def calls(n):
@@ -42,7 +46,7 @@ def main():
     n = int(sys.argv[1]) // BURST * BURST
     depth = int(sys.argv[2])
     calls(3)  # the context, outside the timing
-    busy = at_depth(depth, n)
+    busy = at_depth(max(depth - OWN_FRAMES, 0), n)
     print(f"{busy / n:.1f} {n}")
 
 

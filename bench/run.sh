@@ -12,6 +12,10 @@
 #            against without (none), calls made 30 frames deep; and from
 #            Python (ctypes.PyDLL, the GIL held: Python frames are read), 10
 #            Python frames deep, untraced vs stacks none, native and all.
+# Python frames: their cost alone (CUTRACE_STACKS=python minus none) with
+#            the GIL released (ctypes.CDLL, as real servers call CUDA) and
+#            held, 16 and 64 frames deep; in ns, and in instructions per
+#            call from callgrind when valgrind is installed.
 # Each figure is the median of 5 runs. Last, the trace size per call. On the
 # fake stack, as with the real runtime, a runtime call makes a driver call
 # that is recorded too (nested), so each call here writes two records.
@@ -20,6 +24,9 @@ build=$(cd "$1" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/cutrace-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH="$build/fake" CUTRACE_FAKE_STATE="$work/gpu-state" CUTRACE_FAKE_GPUS=1
+# The interpreter itself, not a launcher script (pyenv's shims are shell
+# scripts, which valgrind would measure instead).
+python=$(python3 -c 'import sys; print(sys.executable)')
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
@@ -62,11 +69,11 @@ depth=0
 py_many() { # stacks (untraced: -)
     for _ in 1 2 3 4 5; do
         if [ "$1" = - ]; then
-            python3 "$(dirname "$0")/pyhot.py" 9000 10
+            "$python" "$(dirname "$0")/pyhot.py" 9000 10
         else
             rm -rf "$work/trace"
             CUTRACE_STACKS=$1 CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" \
-                python3 "$(dirname "$0")/pyhot.py" 9000 10
+                "$python" "$(dirname "$0")/pyhot.py" 9000 10
         fi
     done | awk '{print $1}' | median
 }
@@ -80,6 +87,50 @@ for mode in none native python all; do
     awk -v l="$mode" -v b="$pybase" -v x="$traced" \
         'BEGIN { printf "%-10s %13.1f %13.1f %7.2f %10.1f\n", l, b, x, x / b, x - b }'
 done
+
+# Python frames read with the GIL released (ctypes.CDLL, the road of real
+# servers) against held (ctypes.PyDLL), DEPTH Python frames on the stack:
+# the cost of the frames alone is CUTRACE_STACKS=python minus =none.
+pyframes_many() { # released|held depth stacks
+    for _ in 1 2 3 4 5; do
+        rm -rf "$work/trace"
+        CUTRACE_STACKS=$3 CUTRACE_STACK_DEPTH=64 CUTRACE_DIR="$work/trace" \
+            LD_PRELOAD="$build/libcutrace.so" "$python" "$(dirname "$0")/pyhot.py" 9000 "$2" "$1"
+    done | awk '{print $1}' | median
+}
+# The same in instructions (valgrind's callgrind: repeatable on a loaded
+# machine, where the nanoseconds above are not), when valgrind is there.
+pyframes_instructions() { # released|held depth stacks
+    rm -rf "$work/trace"
+    CUTRACE_STACKS=$3 CUTRACE_STACK_DEPTH=64 CUTRACE_DIR="$work/trace" \
+        LD_PRELOAD="$build/libcutrace.so" valgrind --tool=callgrind \
+        --callgrind-out-file="$work/cg.out" "$python" "$(dirname "$0")/pyhot.py" 1800 "$2" "$1" \
+        2>&1 >/dev/null | awk '/refs:/ {gsub(",", "", $NF); print $NF}'
+}
+echo
+echo "Python frames: GIL released (ctypes.CDLL) vs held (ctypes.PyDLL), 1 thread ($("$python" -c 'import sys; print(sys.version.split()[0])'))"
+printf '%-10s %6s %14s %14s %12s\n' GIL depth "stacks=none ns" "=python ns" "frames add ns"
+for gil in released held; do
+    for depth in 16 64; do
+        none=$(pyframes_many "$gil" "$depth" none)
+        frames=$(pyframes_many "$gil" "$depth" python)
+        awk -v g="$gil" -v d="$depth" -v n="$none" -v p="$frames" \
+            'BEGIN { printf "%-10s %6d %14.1f %14.1f %12.1f\n", g, d, n, p, p - n }'
+    done
+done
+if command -v valgrind >/dev/null 2>&1; then
+    printf '%-10s %6s %24s\n' GIL depth "frames add instr/call"
+    for gil in released held; do
+        for depth in 16 64; do
+            none=$(pyframes_instructions "$gil" "$depth" none)
+            frames=$(pyframes_instructions "$gil" "$depth" python)
+            awk -v g="$gil" -v d="$depth" -v n="$none" -v p="$frames" \
+                'BEGIN { printf "%-10s %6d %24.0f\n", g, d, (p - n) / 1800 }'
+        done
+    done
+else
+    echo "(valgrind not installed: no instruction counts)"
+fi
 
 rm -rf "$work/trace"
 CUTRACE_DIR="$work/trace" LD_PRELOAD="$build/libcutrace.so" "$build/bench/hotpath" sustained 1 300000 >/dev/null

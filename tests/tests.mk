@@ -6,11 +6,14 @@
 #                      and on the toolkit's real libcudart (no driver)
 #   fake-tests         the fake GPU stack itself (tests/fake/fake.mk)
 #   analyzer-tests     the cutrace CLI (analyzer/analyzer.mk)
+#   python-tests       per installed CPython 3.10-3.14: the frame layout tables
+#                      and the line-table decoder (tests/python/*.mk); the
+#                      frames themselves are the integration suite `pyframes`
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap objects
+UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap objects pylines
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
@@ -46,7 +49,9 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 	@CK_RUN_SUITE=ring TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
 	@CK_RUN_SUITE=writer TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
 
-.PHONY: unit-tests integration-tests fake-tests analyzer-tests hook-template-check
+.PHONY: unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
+
+python-tests: python-layout-check python-pylines-check
 
 # Test programs: linked against the fake runtime exactly as real programs link
 # against libcudart (real_toolkit against the toolkit's own libraries).
@@ -106,12 +111,12 @@ $(BUILD)/tests/integration_tests: $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/int
 -include $(INTEGRATION_SRC:tests/%.c=$(BUILD)/tests/integration/%.d)
 
 integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD)/tests/integration_tests \
-                   $(BUILD)/cutrace $(BUILD)/examples/tp_server_sim
+                   $(BUILD)/cutrace $(BUILD)/examples/tp_server_sim python-pyframes-prep
 	@echo "== integration tests (libcutrace.so on the fake GPU stack and the real toolkit)"
 	@CUTRACE_TEST_BUILD=$(abspath $(BUILD)) CUTRACE_TEST_SRC=$(abspath .) $(BUILD)/tests/integration_tests
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests integration-tests \
-		gpu-script-check demo-check
+	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests python-tests \
+		integration-tests gpu-script-check demo-check
 	@echo "== all tests passed"

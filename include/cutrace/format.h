@@ -19,12 +19,13 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 4
+#define CT_FORMAT_VERSION 5
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 4
-/* Ring 3 has the same layout and no auxiliary records: still readable. */
+#define CT_RING_VERSION 5
+/* Ring 3 has the same layout and no auxiliary records, ring 4 no line
+ * tables and no instruction offsets in its Python frames: still readable. */
 #define CT_RING_VERSION_OLDEST 3
 
 #define CT_IPC_HANDLE_BYTES 64
@@ -112,12 +113,45 @@ struct ct_ring_header {
  *   CT_AUX_FRAMES: frames [first, first + count) of the call stack `key`
  *     (a 63-bit hash of its frames, calls.stack_id), out of `total`, of
  *     which the first `native` are native return addresses (innermost
- *     first) and the rest Python frames, (code id << 32) | line.
+ *     first) and the rest Python frames (CT_PYFRAME_* below).
  *   CT_AUX_PYCODE: the names of Python code object `key` (a code id): the
  *     function name (`count` bytes) then its file (`total` bytes), no NULs.
+ *     Ring 5: `first` is the size of its line table in the interpreter,
+ *     `extra` its first line (extra[0] low 16 bits, extra[1] high) and the
+ *     table's format (extra[2]: CT_PYLINES_*; 0 = no table follows).
+ *   CT_AUX_PYLINES (ring 5): bytes [first, first + count) of the line table
+ *     of code object `key`, out of `total` sent (at most CT_PYLINES_MAX: a
+ *     longer table is cut, and its later instructions have no line).
+ *   CT_AUX_META (ring 5): a meta entry for the trace, key (`count` bytes)
+ *     then value (`total` bytes), no NULs; `key` is 1. Only the keys
+ *     ct_aux_meta_key_allowed (stackrec.h) accepts: "python_frames", how
+ *     the process read its Python frames, sent whenever that changes.
  */
 #define CT_AUX_API 0xffff
-enum ct_aux_kind { CT_AUX_FRAMES = 1, CT_AUX_PYCODE = 2 };
+enum ct_aux_kind { CT_AUX_FRAMES = 1, CT_AUX_PYCODE = 2, CT_AUX_PYLINES = 3, CT_AUX_META = 4 };
+
+/*
+ * A Python frame's 64-bit value in CT_AUX_FRAMES:
+ *   bits 63-32  the code id (0: a code object whose names were not sent)
+ *   bit  31     CT_PYFRAME_ENTRY: the first frame its eval-loop invocation
+ *               ran (the interpreter's own entry marker); meaningful only
+ *               with CT_PYFRAME_INSTR
+ *   bit  30     CT_PYFRAME_INSTR: bits 29-0 are the byte offset of the
+ *               frame's current instruction in its code's bytecode (its line
+ *               comes from the code's line table, offline); without it,
+ *               bits 29-0 are the line itself (0: unknown), as read through
+ *               CPython's API, and nothing is known of entry frames
+ * Ring 4 frames are (code id << 32) | line: the same encoding, bits 31-30 clear.
+ */
+#define CT_PYFRAME_ENTRY      (1u << 31)
+#define CT_PYFRAME_INSTR      (1u << 30)
+#define CT_PYFRAME_VALUE_MASK ((1u << 30) - 1)
+
+/* Line table formats (CT_AUX_PYCODE extra[2], py_linetables.format). */
+#define CT_PYLINES_NONE 0
+#define CT_PYLINES_310  310 /* CPython 3.10's co_linetable: (bytes, line delta) pairs */
+#define CT_PYLINES_311  311 /* 3.11 and later: the location table (Objects/locations.md) */
+#define CT_PYLINES_MAX  32768
 
 struct ct_aux_record {
     uint64_t seq; /* always 0 */
@@ -125,7 +159,7 @@ struct ct_aux_record {
     uint8_t kind; /* enum ct_aux_kind */
     uint8_t pad0;
     uint16_t first, count, total, native;
-    uint16_t pad1[3];
+    uint16_t extra[3];      /* per kind, see above; 0 where unused */
     uint64_t wait_ns;       /* as in struct ct_record */
     uint8_t payload_a[124]; /* the payload: payload_a then payload_b */
     uint16_t api;           /* CT_AUX_API */

@@ -143,18 +143,27 @@
  * Call stacks (format 4, docs/stacks.md). stack_frames: one row per frame of
  * each distinct stack (calls.stack_id), innermost first: the native frames
  * (kind 0, value = return address) then the Python frames (kind 1, value =
- * (code_id << 32) | line). py_code: the names of each Python code object.
- * loaded_modules: every object loaded in the process, recorded at the
- * writer's start and again whenever the set changed (first_seq: the last
- * call committed then). symbols: native frame names, filled by the analyzer
- * when it symbolizes (the process never does). The view stacks joins them.
+ * (code_id << 32) | line, line 0 = unknown). Format 5 adds to Python frames
+ * instr (the byte offset of the frame's instruction in its bytecode, NULL
+ * when the frame was read through CPython's API) and entry (1: the first
+ * frame its eval-loop invocation ran, 0: not, NULL: unknown).
+ * py_code: the names of each Python code object; py_linetables (format 5):
+ * its line table as the interpreter had it (format 310 or 311, the first
+ * line, the table's full size; bytes may be shorter when it was cut), from
+ * which the writer took each frame's line. loaded_modules: every object
+ * loaded in the process, recorded at the writer's start and again whenever
+ * the set changed (first_seq: the last call committed then). symbols:
+ * native frame names, filled by the analyzer when it symbolizes (the
+ * process never does). The view stacks joins them.
  */
 #define CT_SCHEMA_STACKS_SQL                                                                       \
     "CREATE TABLE stack_frames(stack_id INTEGER NOT NULL, depth INTEGER NOT NULL,"                 \
-    " kind INTEGER NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (stack_id, depth))"               \
-    " WITHOUT ROWID;\n"                                                                            \
+    " kind INTEGER NOT NULL, value INTEGER NOT NULL, instr INTEGER, entry INTEGER,"                \
+    " PRIMARY KEY (stack_id, depth)) WITHOUT ROWID;\n"                                             \
     "CREATE TABLE py_code(code_id INTEGER PRIMARY KEY, function TEXT NOT NULL,"                    \
     " file TEXT NOT NULL);\n"                                                                      \
+    "CREATE TABLE py_linetables(code_id INTEGER PRIMARY KEY, format INTEGER NOT NULL,"             \
+    " first_line INTEGER NOT NULL, size INTEGER NOT NULL, bytes BLOB NOT NULL);\n"                 \
     "CREATE TABLE loaded_modules(load_id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"  \
     " base INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"              \
     " first_seq INTEGER NOT NULL);\n"                                                              \
@@ -164,7 +173,7 @@
     " CASE WHEN f.kind = 0 THEN f.value - m.base END AS offset, c.file,"                           \
     " CASE WHEN f.kind = 1 THEN nullif(f.value & 4294967295, 0) END AS line,"                      \
     " CASE WHEN f.kind = 0 THEN 'native' ELSE 'python' END AS kind,"                               \
-    " CASE WHEN f.kind = 0 THEN f.value END AS ip FROM stack_frames f"                             \
+    " CASE WHEN f.kind = 0 THEN f.value END AS ip, f.instr, f.entry FROM stack_frames f"           \
     " LEFT JOIN loaded_modules m ON f.kind = 0 AND m.load_id = (SELECT x.load_id"                  \
     " FROM loaded_modules x WHERE f.value >= x.start_addr AND f.value < x.end_addr"                \
     " ORDER BY x.load_id DESC LIMIT 1)"                                                            \

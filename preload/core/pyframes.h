@@ -1,17 +1,29 @@
 /*
- * pyframes.h - the Python frames of the calling thread, when it runs CPython
- * and already holds the GIL (never taken: a thread that released it, as
- * ctypes.CDLL and most PyTorch operators do around native code, gets no
- * Python frames).
+ * pyframes.h - the Python frames of the calling thread, whether or not it
+ * holds the GIL (docs/stacks.md, "Python frames").
  *
- * CPython is found at run time, with dlsym(RTLD_DEFAULT): no build-time
- * dependency, nothing at all in a process without an interpreter. Frames
- * are read through the public C API of Python 3.9 and later
- * (PyThreadState_GetFrame, PyFrame_GetCode, PyFrame_GetLineNumber,
- * PyFrame_GetBack). A frame is recorded as (code id, line): each code
- * object gets an id the first time it is seen, its names (co_name,
- * co_filename) are read then, once, and sent to the writer; cutrace keeps a
- * reference to it so that its address is never reused for another.
+ * Real servers make every CUDA call with the GIL released (ctypes.CDLL,
+ * every PyTorch operator), so the frames are read the way CPython's own
+ * faulthandler and out-of-process profilers read them: from the
+ * interpreter's structures, with offsets per minor version (pylayout.h).
+ * Only this thread's own chain is read, while this thread is blocked in the
+ * hook, so nothing in it can change; the GIL is never taken, no Python API
+ * that needs it is called, nothing is allocated and no reference count
+ * changes. A frame is recorded as (code id, instruction offset, entry
+ * marker) (format.h, CT_PYFRAME_*): a code object's names and line table
+ * are copied the first time it is seen and sent to the writer, and the
+ * line is found offline from the table.
+ *
+ * The layout is checked before it is trusted: the first walk reads memory
+ * only through process_vm_readv (a wrong offset then fails a check instead
+ * of faulting) and checks every object's type; the first walk made with
+ * the GIL held is compared with CPython's public API (PyThreadState_GetFrame,
+ * PyFrame_GetCode, PyFrame_GetLineNumber, PyFrame_GetBack). Where either
+ * check fails, or the version has no layout, frames are read through that
+ * API alone, and only with the GIL held (one `cutrace:` warning).
+ *
+ * CPython is found at run time with dlsym(RTLD_DEFAULT): no build-time
+ * dependency, nothing at all in a process without an interpreter.
  */
 #ifndef CUTRACE_PYFRAMES_H
 #define CUTRACE_PYFRAMES_H
@@ -30,11 +42,14 @@ bool ct_py_resolve(void);
 bool ct_py_present(void);
 
 /*
- * Up to max frames of the calling thread, innermost first, as
- * CT_PYFRAME(code id, line); 0 when the thread does not hold the GIL, the
- * interpreter is absent, not initialized or finalizing, or an exception is
- * pending. Calls into Python (which may allocate, and run a garbage
- * collection) and pushes a CT_AUX_PYCODE record for each new code object.
+ * Up to max frames of the calling thread, innermost first (CT_PYFRAME_*
+ * of format.h); 0 when the interpreter is absent, not initialized or
+ * finalizing, the thread has no Python thread state, or its frames cannot
+ * be read (then see ct_py_capture's fallback in docs/stacks.md). Pushes
+ * CT_AUX_PYCODE/PYLINES records for each new code object and a CT_AUX_META
+ * record when the way frames are read changes. On the fallback path with
+ * the GIL held it calls into Python, which may allocate and run a garbage
+ * collection.
  */
 int ct_py_capture(uint64_t *out, int max);
 

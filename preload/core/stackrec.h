@@ -86,12 +86,49 @@ static inline void ct_aux_get_bytes(const struct ct_aux_record *a, unsigned at, 
         d[i] = at < sizeof a->payload_a ? a->payload_a[at] : a->payload_b[at - sizeof a->payload_a];
 }
 
+/* A CT_AUX_PYCODE record's line table: its size in the interpreter (capped
+ * at 65535), first line and format (format.h); all 0 from a ring-4 writer. */
+static inline void ct_aux_set_pycode_lines(struct ct_aux_record *a, uint32_t size,
+                                           uint32_t first_line, unsigned format)
+{
+    a->first = (uint16_t)(size > UINT16_MAX ? UINT16_MAX : size);
+    a->extra[0] = (uint16_t)(first_line & 0xffff);
+    a->extra[1] = (uint16_t)(first_line >> 16);
+    a->extra[2] = (uint16_t)format;
+}
+
+static inline uint32_t ct_aux_pycode_first_line(const struct ct_aux_record *a)
+{
+    return (uint32_t)a->extra[0] | (uint32_t)a->extra[1] << 16;
+}
+
+/* Meta keys a traced process may set through CT_AUX_META: only these, so
+ * that a damaged or hostile ring can never rewrite a trace's identity. */
+static inline bool ct_aux_meta_key_allowed(const char *key, unsigned len)
+{
+    static const char allowed[] = "python_frames";
+    return len == sizeof allowed - 1 && memcmp(key, allowed, len) == 0;
+}
+
 /*
  * Whether an auxiliary record is one libcutrace could have written: a
  * known kind, an id SQLite stores as a positive integer, frame ranges and
  * name lengths within the record. Recovery refuses a ring holding one that
  * is not (a bad ring is refused as a whole).
  */
+static inline bool ct_aux_text_valid(const struct ct_aux_record *a, unsigned len)
+{
+    if (len > CT_AUX_PAYLOAD_BYTES)
+        return false;
+    for (unsigned i = 0; i < len; i++) {
+        char c;
+        ct_aux_get_bytes(a, i, &c, 1);
+        if (c == '\0')
+            return false;
+    }
+    return true;
+}
+
 static inline bool ct_aux_valid(const struct ct_aux_record *a)
 {
     if (a->seq != 0 || a->api != CT_AUX_API || a->key == 0 || a->key > INT64_MAX)
@@ -99,16 +136,21 @@ static inline bool ct_aux_valid(const struct ct_aux_record *a)
     if (a->kind == CT_AUX_FRAMES)
         return a->count >= 1 && a->count <= CT_AUX_FRAMES_PER && a->total <= CT_STACK_MAX_FRAMES &&
                (unsigned)a->first + a->count <= a->total && a->native <= a->total;
-    if (a->kind == CT_AUX_PYCODE) {
-        if (a->key > UINT32_MAX || (unsigned)a->count + a->total > CT_AUX_PAYLOAD_BYTES)
+    if (a->kind == CT_AUX_PYCODE)
+        return a->key <= UINT32_MAX &&
+               (a->extra[2] == CT_PYLINES_NONE || a->extra[2] == CT_PYLINES_310 ||
+                a->extra[2] == CT_PYLINES_311) &&
+               ct_aux_text_valid(a, (unsigned)a->count + a->total);
+    if (a->kind == CT_AUX_PYLINES)
+        return a->key <= UINT32_MAX && a->count >= 1 && a->count <= CT_AUX_PAYLOAD_BYTES &&
+               a->total <= CT_PYLINES_MAX && (unsigned)a->first + a->count <= a->total;
+    if (a->kind == CT_AUX_META) {
+        char key[CT_AUX_PAYLOAD_BYTES];
+        if ((unsigned)a->count + a->total > CT_AUX_PAYLOAD_BYTES ||
+            !ct_aux_text_valid(a, (unsigned)a->count + a->total))
             return false;
-        for (unsigned i = 0; i < (unsigned)a->count + a->total; i++) {
-            char c;
-            ct_aux_get_bytes(a, i, &c, 1);
-            if (c == '\0')
-                return false;
-        }
-        return true;
+        ct_aux_get_bytes(a, 0, key, a->count);
+        return ct_aux_meta_key_allowed(key, a->count);
     }
     return false;
 }

@@ -18,6 +18,7 @@
 
 #include "cutrace/apis.h"
 #include "cutrace/schema.h"
+#include "pylines.h"
 #include "stackrec.h"
 
 #ifndef CUTRACE_VERSION
@@ -29,8 +30,13 @@
 struct ct_store {
     sqlite3 *db;
     sqlite3_stmt *insert_event;
-    sqlite3_stmt *insert_frame, *insert_code; /* prepared at the first auxiliary record */
-    bool no_stack_tables;                     /* an older trace: auxiliary records are dropped */
+    /* Prepared at the first auxiliary record. A format-4 trace (recovery
+     * folds old rings into old traces) has no line tables: the Python
+     * statements are then NULL, and frames are stored as format 4 had them. */
+    sqlite3_stmt *insert_frame, *insert_code;
+    sqlite3_stmt *insert_lines, *append_lines, *find_lines, *set_meta;
+    bool no_stack_tables; /* an older trace: auxiliary records are dropped */
+    bool format4_frames;  /* stack_frames has no instr and entry columns */
     char error[256];
 };
 
@@ -156,6 +162,10 @@ void ct_store_close(struct ct_store *st)
     sqlite3_finalize(st->insert_event);
     sqlite3_finalize(st->insert_frame);
     sqlite3_finalize(st->insert_code);
+    sqlite3_finalize(st->insert_lines);
+    sqlite3_finalize(st->append_lines);
+    sqlite3_finalize(st->find_lines);
+    sqlite3_finalize(st->set_meta);
     sqlite3_close(st->db);
     free(st);
 }
@@ -312,20 +322,33 @@ int ct_store_commit(struct ct_store *st)
     return exec_sql(st, "COMMIT", "commit");
 }
 
-/* The statements for auxiliary records; false when the trace predates them. */
+/* A statement kept for the trace's life; the SQLite code, unrecorded. */
+static int prepare_kept(struct ct_store *st, const char *sql, sqlite3_stmt **out)
+{
+    return sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
+}
+
+/* The statements for auxiliary records, by what the trace's schema has. */
 static int prepare_aux(struct ct_store *st)
 {
     if (st->insert_frame || st->no_stack_tables)
         return 0;
-    int rc = sqlite3_prepare_v3(st->db,
-                                "INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, value)"
-                                " VALUES(?,?,?,?)",
-                                -1, SQLITE_PREPARE_PERSISTENT, &st->insert_frame, NULL);
+    int rc = prepare_kept(
+        st,
+        "INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, value, instr, entry)"
+        " VALUES(?,?,?,?,?,?)",
+        &st->insert_frame);
+    if (rc == SQLITE_ERROR) { /* a format-4 trace */
+        st->format4_frames = true;
+        rc = prepare_kept(st,
+                          "INSERT OR IGNORE INTO stack_frames(stack_id, depth, kind, value)"
+                          " VALUES(?,?,?,?)",
+                          &st->insert_frame);
+    }
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v3(st->db,
-                                "INSERT OR IGNORE INTO py_code(code_id, function, file)"
-                                " VALUES(?,?,?)",
-                                -1, SQLITE_PREPARE_PERSISTENT, &st->insert_code, NULL);
+        rc =
+            prepare_kept(st, "INSERT OR IGNORE INTO py_code(code_id, function, file) VALUES(?,?,?)",
+                         &st->insert_code);
     if (rc == SQLITE_ERROR) { /* no such table: a trace of format 3 or older */
         sqlite3_finalize(st->insert_frame);
         sqlite3_finalize(st->insert_code);
@@ -333,7 +356,131 @@ static int prepare_aux(struct ct_store *st)
         st->no_stack_tables = true;
         return 0;
     }
+    if (rc == SQLITE_OK && !st->format4_frames) {
+        rc = prepare_kept(
+            st,
+            "INSERT OR IGNORE INTO py_linetables(code_id, format, first_line, size, bytes)"
+            " VALUES(?,?,?,?,x'')",
+            &st->insert_lines);
+        /* A chunk lands only right after the previous one: a repeated or
+         * lost chunk leaves the table cut, never garbled. (|| works on text:
+         * the casts keep the bytes, NULs included, a blob.) */
+        if (rc == SQLITE_OK)
+            rc = prepare_kept(st,
+                              "UPDATE py_linetables SET bytes = CAST(bytes || ?2 AS BLOB)"
+                              " WHERE code_id = ?1 AND length(CAST(bytes AS BLOB)) = ?3",
+                              &st->append_lines);
+        if (rc == SQLITE_OK)
+            rc = prepare_kept(
+                st, "SELECT format, first_line, bytes FROM py_linetables WHERE code_id = ?",
+                &st->find_lines);
+    }
+    if (rc == SQLITE_OK)
+        rc =
+            prepare_kept(st, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", &st->set_meta);
     return rc == SQLITE_OK ? 0 : fail(st, rc, "prepare stack insert");
+}
+
+static int step_reset(struct ct_store *st, sqlite3_stmt *s, const char *what)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : fail(st, rc, what);
+}
+
+/* A Python frame's line from its code's line table (0: none known). */
+static int64_t frame_line(struct ct_store *st, uint64_t code_id, uint32_t offset)
+{
+    if (!st->find_lines)
+        return 0;
+    sqlite3_stmt *q = st->find_lines;
+    sqlite3_bind_int64(q, 1, ct_u64_to_sql(code_id));
+    int64_t line = 0;
+    if (sqlite3_step(q) == SQLITE_ROW)
+        line =
+            ct_pylines_line((unsigned)sqlite3_column_int64(q, 0), sqlite3_column_int64(q, 1),
+                            sqlite3_column_blob(q, 2), (size_t)sqlite3_column_bytes(q, 2), offset);
+    sqlite3_reset(q);
+    return line > 0 && line <= UINT32_MAX ? line : 0;
+}
+
+static int insert_frames(struct ct_store *st, const struct ct_aux_record *a)
+{
+    sqlite3_stmt *s = st->insert_frame;
+    for (unsigned i = 0; i < a->count; i++) {
+        unsigned depth = a->first + i;
+        uint64_t v = ct_aux_frame(a, i);
+        bool python = depth >= a->native;
+        sqlite3_bind_int64(s, 1, ct_u64_to_sql(a->key));
+        sqlite3_bind_int(s, 2, (int)depth);
+        sqlite3_bind_int(s, 3, python ? 1 : 0);
+        if (!python) {
+            sqlite3_bind_int64(s, 4, ct_u64_to_sql(v));
+        } else {
+            /* Stored as (code id << 32) | line, whichever way it was read. */
+            uint32_t low = (uint32_t)v;
+            uint64_t code = v >> 32;
+            int64_t line = low & CT_PYFRAME_VALUE_MASK;
+            if (low & CT_PYFRAME_INSTR)
+                line = frame_line(st, code, low & CT_PYFRAME_VALUE_MASK);
+            sqlite3_bind_int64(s, 4, ct_u64_to_sql(code << 32 | (uint64_t)line));
+        }
+        if (!st->format4_frames) {
+            if (python && (ct_aux_frame(a, i) & CT_PYFRAME_INSTR)) {
+                sqlite3_bind_int64(s, 5, (int64_t)(v & CT_PYFRAME_VALUE_MASK));
+                sqlite3_bind_int(s, 6, (v & CT_PYFRAME_ENTRY) ? 1 : 0);
+            } else {
+                sqlite3_bind_null(s, 5);
+                sqlite3_bind_null(s, 6);
+            }
+        }
+        int rc = step_reset(st, s, "insert stack frame");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int insert_code(struct ct_store *st, const struct ct_aux_record *a)
+{
+    char text[CT_AUX_PAYLOAD_BYTES];
+    ct_aux_get_bytes(a, 0, text, (unsigned)a->count + a->total);
+    sqlite3_stmt *s = st->insert_code;
+    sqlite3_bind_int64(s, 1, ct_u64_to_sql(a->key));
+    sqlite3_bind_text(s, 2, text, a->count, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 3, text + a->count, a->total, SQLITE_TRANSIENT);
+    int rc = step_reset(st, s, "insert python code");
+    if (rc || a->extra[2] == CT_PYLINES_NONE || !st->insert_lines)
+        return rc;
+    s = st->insert_lines;
+    sqlite3_bind_int64(s, 1, ct_u64_to_sql(a->key));
+    sqlite3_bind_int(s, 2, a->extra[2]);
+    sqlite3_bind_int64(s, 3, ct_aux_pycode_first_line(a));
+    sqlite3_bind_int(s, 4, a->first);
+    return step_reset(st, s, "insert python line table");
+}
+
+static int append_lines(struct ct_store *st, const struct ct_aux_record *a)
+{
+    if (!st->append_lines)
+        return 0;
+    uint8_t bytes[CT_AUX_PAYLOAD_BYTES];
+    ct_aux_get_bytes(a, 0, bytes, a->count);
+    sqlite3_stmt *s = st->append_lines;
+    sqlite3_bind_int64(s, 1, ct_u64_to_sql(a->key));
+    sqlite3_bind_blob(s, 2, bytes, a->count, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 3, a->first);
+    return step_reset(st, s, "append python line table");
+}
+
+static int insert_meta(struct ct_store *st, const struct ct_aux_record *a)
+{
+    char text[CT_AUX_PAYLOAD_BYTES];
+    ct_aux_get_bytes(a, 0, text, (unsigned)a->count + a->total);
+    sqlite3_stmt *s = st->set_meta;
+    sqlite3_bind_text(s, 1, text, a->count, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, text + a->count, a->total, SQLITE_TRANSIENT);
+    return step_reset(st, s, "set meta");
 }
 
 static int insert_aux(struct ct_store *st, const struct ct_record *r)
@@ -345,30 +492,17 @@ static int insert_aux(struct ct_store *st, const struct ct_record *r)
     int rc = prepare_aux(st);
     if (rc || st->no_stack_tables)
         return rc;
-    if (a.kind == CT_AUX_FRAMES) {
-        sqlite3_stmt *s = st->insert_frame;
-        for (unsigned i = 0; i < a.count; i++) {
-            unsigned depth = a.first + i;
-            sqlite3_bind_int64(s, 1, ct_u64_to_sql(a.key));
-            sqlite3_bind_int(s, 2, (int)depth);
-            sqlite3_bind_int(s, 3, depth < a.native ? 0 : 1);
-            sqlite3_bind_int64(s, 4, ct_u64_to_sql(ct_aux_frame(&a, i)));
-            rc = sqlite3_step(s);
-            sqlite3_reset(s);
-            if (rc != SQLITE_DONE)
-                return fail(st, rc, "insert stack frame");
-        }
-        return 0;
+    switch (a.kind) {
+    case CT_AUX_FRAMES:
+        return insert_frames(st, &a);
+    case CT_AUX_PYCODE:
+        return insert_code(st, &a);
+    case CT_AUX_PYLINES:
+        return append_lines(st, &a);
+    case CT_AUX_META:
+        return insert_meta(st, &a);
     }
-    char text[CT_AUX_PAYLOAD_BYTES];
-    ct_aux_get_bytes(&a, 0, text, (unsigned)a.count + a.total);
-    sqlite3_stmt *s = st->insert_code;
-    sqlite3_bind_int64(s, 1, ct_u64_to_sql(a.key));
-    sqlite3_bind_text(s, 2, text, a.count, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 3, text + a.count, a.total, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : fail(st, rc, "insert python code");
+    return 0;
 }
 
 int ct_store_insert(struct ct_store *st, const struct ct_record *r)

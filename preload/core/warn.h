@@ -17,6 +17,7 @@ enum ct_problem {
     CT_PROBLEM_FLUSH_TIMEOUT, /* exit/exec flush gave up waiting */
     CT_PROBLEM_SECOND_COPY,   /* another copy of a traced library, not wrapped */
     CT_PROBLEM_STACKS,        /* call stacks misconfigured or unavailable (stacks.c) */
+    CT_PROBLEM_PYFRAMES,      /* Python frames cannot be read without the GIL (pyframes.c) */
     CT_PROBLEM_COUNT
 };
 

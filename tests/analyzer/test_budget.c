@@ -7,7 +7,9 @@
  * when the test computes them itself: the MIN across ranks, rest, tokens,
  * the verdict, the smallest fraction, the decomposition by category, vLLM's
  * weights, activation peak and non-torch increase; plus the odd jobs (a
- * rank missing, a rank that never measured) and the usage errors.
+ * rank missing, a rank that never measured), the usage errors, and the
+ * measurements chosen by the Python functions that made them, in the
+ * orders of current and older SGLang and vLLM releases.
  */
 #include "budget.h"
 #include "scenarios.h"
@@ -1276,6 +1278,403 @@ START_TEST(test_vllm_nccl_buffer_is_not_weights)
 }
 END_TEST
 
+/* ---- measurements chosen by the Python functions that made them ---- */
+
+/*
+ * A one-rank start-up whose measurements carry Python stacks, laid out as
+ * the tracer stores them (schema.h: py_code, stack_frames, calls.stack_id):
+ * each step is either a measurement made under `frames` (the stack,
+ * outermost first, "file.py:function" separated by spaces) or `count`
+ * top-level allocations of `size` bytes (`size` < 0: frees of the last
+ * `count` allocations). Free memory follows the allocations. The seq of
+ * each measurement goes to *seq.
+ */
+struct py_step {
+    const char *frames;
+    int count;
+    int64_t size;
+    int64_t *seq;
+};
+
+#define PY_CODES 64
+
+struct py_codes {
+    char *key[PY_CODES];
+    int n;
+};
+
+/* The code id of "file.py:function", added to py_code the first time. */
+static int64_t py_code_id(struct fixture *f, struct py_codes *codes, const char *frame, size_t len)
+{
+    for (int i = 0; i < codes->n; i++)
+        if (strlen(codes->key[i]) == len && strncmp(codes->key[i], frame, len) == 0)
+            return i + 1;
+    ck_assert_int_lt(codes->n, PY_CODES);
+    char *key = strndup(frame, len);
+    const char *colon = strchr(key, ':');
+    ck_assert_ptr_nonnull(colon);
+    char file[128];
+    snprintf(file, sizeof(file), "%.*s", (int)(colon - key), key);
+    char *sql = sqlite3_mprintf("INSERT INTO py_code(code_id, function, file) VALUES (%d, %Q,"
+                                " '/srv/venv/lib/python3.12/site-packages/server/%q')",
+                                codes->n + 1, colon + 1, file);
+    fixture_exec(f, sql);
+    sqlite3_free(sql);
+    codes->key[codes->n] = key;
+    return ++codes->n;
+}
+
+/* The Python stack of measurement seq: innermost at depth 0. */
+static void py_stack(struct fixture *f, struct py_codes *codes, int64_t seq, const char *frames)
+{
+    const char *at[32];
+    size_t len[32], n = 0;
+    for (const char *p = frames; *p;) {
+        p += strspn(p, " ");
+        size_t l = strcspn(p, " ");
+        if (l == 0)
+            break;
+        ck_assert_uint_lt(n, 32);
+        at[n] = p;
+        len[n++] = l;
+        p += l;
+    }
+    for (size_t k = 0; k < n; k++) {
+        int64_t code = py_code_id(f, codes, at[k], len[k]);
+        int64_t line = 10 * (int64_t)(k + 1);
+        char *sql = sqlite3_mprintf("INSERT INTO stack_frames(stack_id, depth, kind, value)"
+                                    " VALUES (%lld, %lld, 1, %lld)",
+                                    (long long)seq, (long long)(n - 1 - k),
+                                    (long long)((code << 32) | line));
+        fixture_exec(f, sql);
+        sqlite3_free(sql);
+    }
+    char *sql = sqlite3_mprintf("UPDATE events SET stack_id = %lld WHERE seq = %lld",
+                                (long long)seq, (long long)seq);
+    fixture_exec(f, sql);
+    sqlite3_free(sql);
+}
+
+#define PY_PID   4100
+#define PY_SLOTS 512
+/* A step with neither frames nor allocations is left out: the variants of
+ * one start-up share a table. */
+#define PY_RANK(dir, cmdline, steps) py_rank(dir, cmdline, steps, sizeof(steps) / sizeof(steps[0]))
+
+static void py_rank(const char *dir, const char *cmdline, const struct py_step *steps,
+                    size_t nsteps)
+{
+    char *path = fixture_trace_path(dir, "node1", PY_PID, JOB_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = PY_PID,
+                                .ppid = 2999,
+                                .host = "node1",
+                                .cmdline = cmdline,
+                                .start_wall_ns = JOB_WALL,
+                                .start_mono_ns = 3000000000ll,
+                                .cuda_runtime_version = 12080};
+    fixture_process(f, &p);
+    fixture_device(f, 0, "GPU-d0000000-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3",
+                   TOTAL);
+    fixture_call(f, CT_API_cudaSetDevice, 0, 0, 0, 0);
+    struct py_codes codes = {0};
+    int64_t free_bytes = TOTAL - CONTEXT, sizes[PY_SLOTS];
+    int live = 0;
+    for (const struct py_step *s = steps; s < steps + nsteps; s++) {
+        if (s->frames) {
+            int64_t seq = fixture_meminfo(f, 0, free_bytes, TOTAL);
+            py_stack(f, &codes, seq, s->frames);
+            if (s->seq)
+                *s->seq = seq;
+            continue;
+        }
+        for (int i = 0; i < s->count; i++) {
+            if (s->size < 0) {
+                ck_assert_int_gt(live, 0);
+                live--;
+                fixture_call(f, CT_API_cudaFree, 0, PTR_WEIGHT + live * GiB, 0, 0);
+                free_bytes += sizes[live];
+            } else {
+                ck_assert_int_lt(live, PY_SLOTS);
+                ck_assert_int_le(s->size, GiB);
+                fixture_call(f, CT_API_cudaMalloc, 0, PTR_WEIGHT + live * GiB, s->size, 0);
+                sizes[live++] = s->size;
+                free_bytes -= s->size;
+            }
+        }
+    }
+    fixture_close(f);
+    for (int i = 0; i < codes.n; i++)
+        free(codes.key[i]);
+    free(path);
+}
+
+/* The rank's pre and post are those seqs, chosen by the Python stacks with
+ * that rule, made in those functions (their files named). */
+static void assert_named(const char *json, int64_t pre, const char *pre_fn, int64_t post,
+                         const char *post_fn, const char *rule)
+{
+    assert_containsf(json, "\"choice\":\"pre = seq %" PRId64 ", made in %s:", pre, pre_fn);
+    assert_containsf(json, ", post = seq %" PRId64 ", made in %s:", post, post_fn);
+    assert_containsf(json, "): chosen by the Python stacks (%s)\"", rule);
+    assert_containsf(json, "\"pre\":{\"seq\":%" PRId64 ",", pre);
+    assert_containsf(json, "\"post\":{\"seq\":%" PRId64 ",", post);
+}
+
+/* SGLang's stacks (about 0.5.16 on: bootstrap.py, kv_cache_configurator.py). */
+#define SG_SCHED   "scheduler.py:run_scheduler_process scheduler.py:__init__ "
+#define SG_TARGET  SG_SCHED "tp_worker.py:__init__ model_runner.py:__init__ "
+#define SG_DRAFT   SG_SCHED "eagle_worker.py:__init__ tp_worker.py:__init__ model_runner.py:__init__ "
+#define SG_MEASURE " common.py:get_available_gpu_memory memory.py:mem_get_info"
+#define SG_ITD                                                                                     \
+    "model_runner.py:init_torch_distributed bootstrap.py:init_torch_distributed" SG_MEASURE
+#define SG_LOAD "model_runner.py:initialize model_runner.py:load_model" SG_MEASURE
+#define SG_PROFILE                                                                                 \
+    SG_SCHED "scheduler.py:init_memory_pools model_runner.py:alloc_memory_pool "                   \
+             "model_runner.py:init_memory_pool kv_cache_configurator.py:configure "                \
+             "kv_cache_configurator.py:_resolve_memory_pool_config "                               \
+             "kv_cache_configurator.py:_profile_available_bytes" SG_MEASURE
+#define SG_POOL_END                                                                                \
+    SG_SCHED "scheduler.py:init_memory_pools model_runner.py:alloc_memory_pool "                   \
+             "model_runner.py:init_memory_pool kv_cache_configurator.py:configure" SG_MEASURE
+#define SG_CMDLINE "python3 -m sglang.launch_server --tp 1 --mem-fraction-static 0.8"
+
+/* One rank of a current SGLang, optionally with an EAGLE draft worker: the
+ * target's init_torch_distributed (3 measurements), load_model (2 before
+ * the weights, 1 after), the draft's own init_torch_distributed and
+ * load_model, then init_memory_pools' profiling and the pools. */
+static void sglang_current(const char *dir, bool draft, int64_t *pre, int64_t *post,
+                           int64_t *draft_local)
+{
+    const struct py_step steps[] = {
+        {SG_TARGET SG_ITD, 0, 0, NULL},
+        {NULL, 2, 8 * MiB, NULL}, /* NCCL and custom all-reduce buffers */
+        {SG_TARGET SG_ITD, 0, 0, pre},
+        {SG_TARGET SG_ITD, 0, 0, NULL},
+        {SG_TARGET SG_LOAD, 0, 0, NULL},
+        {SG_TARGET SG_LOAD, 0, 0, NULL},
+        {NULL, 16, 256 * MiB, NULL}, /* the weights, 4 GiB */
+        {SG_TARGET SG_LOAD, 0, 0, NULL},
+        {draft ? SG_DRAFT SG_ITD : NULL, 0, 0, NULL},
+        {draft ? SG_DRAFT SG_ITD : NULL, 0, 0, NULL},
+        {draft ? SG_DRAFT SG_ITD : NULL, 0, 0, draft_local},
+        {draft ? SG_DRAFT SG_LOAD : NULL, 0, 0, NULL},
+        {draft ? SG_DRAFT SG_LOAD : NULL, 0, 0, NULL},
+        {NULL, draft ? 4 : 0, 256 * MiB, NULL}, /* the draft's weights */
+        {draft ? SG_DRAFT SG_LOAD : NULL, 0, 0, NULL},
+        {SG_PROFILE, 0, 0, post},
+        {NULL, 6, 512 * MiB, NULL}, /* the KV pool */
+        {SG_POOL_END, 0, 0, NULL},
+    };
+    PY_RANK(dir, SG_CMDLINE, steps);
+}
+
+/*
+ * SGLang about 0.5.16 and later: init_torch_distributed measures three
+ * times (its start, pre, the TP balance check) and a draft worker's
+ * init_torch_distributed comes after the target's load_model. pre is the
+ * second-to-last of the first run, never the draft's; post is
+ * _profile_available_bytes', never load_model's. The rule before this one
+ * (the last measurement of init_torch_distributed) took the balance check
+ * without a draft, the draft's balance check with one.
+ */
+START_TEST(test_sglang_names_current_order)
+{
+    const char *opts[] = {"--framework", "sglang", NULL};
+    const char *rule = "pre: the distributed measurement, the second-to-last of the 3 made by "
+                       "the first init_torch_distributed (its last is the TP balance check); post: "
+                       "the first measurement in _profile_available_bytes after pre";
+    for (int draft = 0; draft <= 1; draft++) {
+        char *dir = scratch_dir();
+        int64_t pre = 0, post = 0, draft_local = 0;
+        sglang_current(dir, draft, &pre, &post, &draft_local);
+        char *j = budget_json(dir, opts);
+        assert_named(j, pre, "init_torch_distributed (bootstrap.py", post,
+                     "_profile_available_bytes (kv_cache_configurator.py", rule);
+        /* pre is after the 16 MiB of buffers, post after every weight. */
+        assert_containsf(j, "\"min_pre_free_bytes\":%lld,", TOTAL - CONTEXT - 16 * MiB);
+        assert_containsf(j, "\"min_post_free_bytes\":%lld,",
+                         TOTAL - CONTEXT - 16 * MiB - (16 + (draft ? 4 : 0)) * 256 * MiB);
+        if (draft)
+            ck_assert_int_gt(draft_local, pre);
+        free(j);
+        scratch_remove(dir);
+    }
+}
+END_TEST
+
+/* SGLang 0.4.x's stacks: model_runner.py does it all, utils.py measures. */
+#define SG04_TARGET SG_SCHED "tp_worker.py:__init__ model_runner.py:__init__ "
+#define SG04_DRAFT                                                                                 \
+    SG_SCHED "eagle_worker.py:__init__ tp_worker.py:__init__ model_runner.py:__init__ "
+#define SG04_MEASURE " utils.py:get_available_gpu_memory memory.py:mem_get_info"
+#define SG04_ITD     "model_runner.py:init_torch_distributed" SG04_MEASURE
+#define SG04_LOAD    "model_runner.py:initialize model_runner.py:load_model" SG04_MEASURE
+#define SG04_PROFILE                                                                               \
+    "model_runner.py:initialize model_runner.py:init_memory_pool "                                 \
+    "model_runner.py:profile_max_num_token" SG04_MEASURE
+
+/*
+ * SGLang 0.4.x: init_torch_distributed measured min_per_gpu_memory (the
+ * distributed one, pre) and then, for the TP balance check, the local one
+ * (at TP 1 not at all before about 0.4.1); the whole target ModelRunner,
+ * memory pool included, is made before an EAGLE draft worker makes its own.
+ * The rule before this one took the local measurement, and with a draft
+ * the draft's local one and the draft's profile_max_num_token.
+ */
+START_TEST(test_sglang_names_older_orders)
+{
+    const char *opts[] = {"--framework", "sglang", NULL};
+    const char *two = "pre: the distributed measurement, the second-to-last of the 2 made by the "
+                      "first init_torch_distributed (its last is the TP balance check); post: the "
+                      "first measurement in profile_max_num_token after pre";
+    const char *one = "pre: the only measurement made by the first init_torch_distributed; post: "
+                      "the first measurement in profile_max_num_token after pre";
+    for (int c = 0; c < 3; c++) {
+        bool balance = c != 1, draft = c == 2;
+        int64_t pre = 0, post = 0;
+        const struct py_step steps[] = {
+            {NULL, 2, 8 * MiB, NULL}, /* NCCL and custom all-reduce buffers */
+            {SG04_TARGET SG04_ITD, 0, 0, &pre},
+            {balance ? SG04_TARGET SG04_ITD : NULL, 0, 0, NULL},
+            {SG04_TARGET SG04_LOAD, 0, 0, NULL},
+            {NULL, 16, 256 * MiB, NULL}, /* the weights, 4 GiB */
+            {SG04_TARGET SG04_LOAD, 0, 0, NULL},
+            {SG04_TARGET SG04_PROFILE, 0, 0, &post},
+            {NULL, 6, 512 * MiB, NULL}, /* the KV pool */
+            {draft ? SG04_DRAFT SG04_ITD : NULL, 0, 0, NULL},
+            {draft ? SG04_DRAFT SG04_ITD : NULL, 0, 0, NULL},
+            {draft ? SG04_DRAFT SG04_LOAD : NULL, 0, 0, NULL},
+            {NULL, draft ? 2 : 0, 256 * MiB, NULL}, /* the draft's weights */
+            {draft ? SG04_DRAFT SG04_LOAD : NULL, 0, 0, NULL},
+            {draft ? SG04_DRAFT SG04_PROFILE : NULL, 0, 0, NULL},
+        };
+        char *dir = scratch_dir();
+        PY_RANK(dir, SG_CMDLINE, steps);
+        char *j = budget_json(dir, opts);
+        assert_named(j, pre, "init_torch_distributed (model_runner.py", post,
+                     "profile_max_num_token (model_runner.py", balance ? two : one);
+        assert_containsf(j, "\"min_pre_free_bytes\":%lld,", TOTAL - CONTEXT - 16 * MiB);
+        assert_containsf(j, "\"min_post_free_bytes\":%lld,",
+                         TOTAL - CONTEXT - 16 * MiB - 16 * 256 * MiB);
+        free(j);
+        scratch_remove(dir);
+    }
+}
+END_TEST
+
+/* vLLM V1's stacks (about 0.25-0.30: gpu_worker.py, mem_utils.py). */
+#define VL_WORKER "multiproc_executor.py:worker_main multiproc_executor.py:worker_busy_loop "
+#define VL_S0                                                                                      \
+    VL_WORKER "worker_base.py:init_device gpu_worker.py:init_device <string>:__init__ "            \
+              "mem_utils.py:__post_init__ mem_utils.py:measure memory.py:mem_get_info"
+#define VL_DAM VL_WORKER "_contextlib.py:decorate_context gpu_worker.py:determine_available_memory "
+#define VL_PROFILING(cm)                                                                           \
+    VL_DAM "contextlib.py:" cm " mem_utils.py:memory_profiling mem_utils.py:measure "              \
+           "memory.py:mem_get_info"
+#define VL_GRAPHS                                                                                  \
+    VL_DAM "_contextlib.py:decorate_context gpu_model_runner.py:profile_cudagraph_memory "         \
+           "gpu_model_runner.py:_measure_capture memory.py:mem_get_info"
+#define VL_CMDLINE "python3 -m vllm.entrypoints.openai.api_server --gpu-memory-utilization 0.9"
+
+/*
+ * One vLLM worker: S0 in init_device, the weights, memory_profiling's
+ * measurements around profile_run (before under `before`, after under
+ * `after`), and profile_cudagraph_memory's two measurements around a graph
+ * pool, inside the with block (`graphs_inside`) or after it.
+ */
+static void vllm_named(const char *dir, const char *before, const char *after, bool graphs_inside,
+                       int64_t *s0, int64_t *s1)
+{
+    const struct py_step steps[] = {
+        {NULL, 1, 64 * MiB, NULL}, /* NCCL */
+        {VL_S0, 0, 0, s0},
+        {NULL, 24, 64 * MiB, NULL}, /* the weights, 1.5 GiB */
+        {before, 0, 0, NULL},
+        {NULL, 2, 256 * MiB, NULL}, /* profile_run's activations */
+        {NULL, 2, -1, NULL},
+        {graphs_inside ? VL_GRAPHS : after, 0, 0, graphs_inside ? NULL : s1},
+        {NULL, 1, 128 * MiB, NULL}, /* a graph pool */
+        {VL_GRAPHS, 0, 0, NULL},
+        {NULL, 1, -1, NULL},
+        {graphs_inside ? after : VL_GRAPHS, 0, 0, graphs_inside ? s1 : NULL},
+        {NULL, 4, 512 * MiB, NULL}, /* the KV cache */
+    };
+    PY_RANK(dir, VL_CMDLINE, steps);
+}
+
+/*
+ * vLLM: S1 is memory_profiling's measurement after profile_run, whether
+ * profile_cudagraph_memory measures after the with block (its last
+ * measurements then end determine_available_memory, which the rule before
+ * this one took) or inside it.
+ */
+START_TEST(test_vllm_names_s1_after_profile_run)
+{
+    const char *opts[] = {"--framework", "vllm", NULL};
+    const char *rule = "S0: the last measurement made in init_device; S1: memory_profiling's "
+                       "measurement after profile_run (its generator resumed by contextlib's "
+                       "__exit__)";
+    for (int inside = 0; inside <= 1; inside++) {
+        char *dir = scratch_dir();
+        int64_t s0 = 0, s1 = 0;
+        vllm_named(dir, VL_PROFILING("__enter__"), VL_PROFILING("__exit__"), inside, &s0, &s1);
+        char *j = budget_json(dir, opts);
+        assert_named(j, s0, "init_device (gpu_worker.py", s1,
+                     "determine_available_memory (gpu_worker.py", rule);
+        /* S1 after the activations were freed, before the graph pool (or
+         * after it was freed): only the weights and NCCL are gone. */
+        assert_containsf(j, "\"post\":{\"seq\":%" PRId64 ",\"t_ns\":", s1);
+        assert_containsf(j, "\"free_bytes\":%lld,\"total_bytes\":%lld,",
+                         TOTAL - CONTEXT - 64 * MiB - 24 * 64 * MiB, TOTAL);
+        free(j);
+        scratch_remove(dir);
+    }
+}
+END_TEST
+
+/*
+ * vLLM when the stacks show memory_profiling but not contextlib's frames:
+ * the second measurement under memory_profiling (the rule before this
+ * one took the graphs' last); and a release before memory_profiling (0.7:
+ * determine_available_memory measured last after profile_run): its last.
+ */
+START_TEST(test_vllm_names_fallbacks)
+{
+    const char *opts[] = {"--framework", "vllm", NULL};
+    char *dir = scratch_dir();
+    int64_t s0 = 0, s1 = 0;
+#define VL_BARE VL_DAM "mem_utils.py:memory_profiling mem_utils.py:measure memory.py:mem_get_info"
+    vllm_named(dir, VL_BARE, VL_BARE, false, &s0, &s1);
+    char *j = budget_json(dir, opts);
+    assert_named(j, s0, "init_device (gpu_worker.py", s1,
+                 "determine_available_memory (gpu_worker.py",
+                 "S0: the last measurement made in init_device; S1: the second measurement made "
+                 "under memory_profiling (the stacks do not show its context manager)");
+    free(j);
+    scratch_remove(dir);
+
+    dir = scratch_dir();
+    const struct py_step old[] = {
+        {VL_WORKER "gpu_worker.py:init_device memory.py:mem_get_info", 0, 0, &s0},
+        {NULL, 24, 64 * MiB, NULL},
+        {VL_DAM "memory.py:mem_get_info", 0, 0, NULL},
+        {NULL, 2, 256 * MiB, NULL},
+        {NULL, 2, -1, NULL},
+        {VL_DAM "memory.py:mem_get_info", 0, 0, &s1},
+        {NULL, 4, 512 * MiB, NULL},
+    };
+    PY_RANK(dir, VL_CMDLINE, old);
+    j = budget_json(dir, opts);
+    assert_named(j, s0, "init_device (gpu_worker.py", s1,
+                 "determine_available_memory (gpu_worker.py",
+                 "S0: the last measurement made in init_device; S1: the last measurement of "
+                 "determine_available_memory (no memory_profiling on its stacks)");
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *budget_suite(void)
 {
     Suite *s = suite_create("budget");
@@ -1301,6 +1700,10 @@ Suite *budget_suite(void)
     tcase_add_test(tc, test_usage_errors);
     tcase_add_test(tc, test_vllm_two_ranks);
     tcase_add_test(tc, test_vllm_nccl_buffer_is_not_weights);
+    tcase_add_test(tc, test_sglang_names_current_order);
+    tcase_add_test(tc, test_sglang_names_older_orders);
+    tcase_add_test(tc, test_vllm_names_s1_after_profile_run);
+    tcase_add_test(tc, test_vllm_names_fallbacks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,7 +10,8 @@
 /* The model-based reports' suites (test_timeline.c, test_budget.c). */
 Suite *timeline_suite(void);
 Suite *budget_suite(void);
-Suite *diff_suite(void); /* test_diff.c */
+Suite *diff_suite(void);         /* test_diff.c */
+Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
 
 int main(void)
 {
@@ -28,6 +29,7 @@ int main(void)
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
     srunner_add_suite(runner, diff_suite());
+    srunner_add_suite(runner, stacks_merge_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

@@ -22,6 +22,7 @@ struct fixture {
     int64_t next_seq;
     int64_t next_t_ns;
     sqlite3_stmt *insert_event;
+    bool stacks_format4; /* fixture_stacks_format4: stack_frames without instr, entry */
 };
 
 static void die(struct fixture *f, const char *what)
@@ -495,4 +496,128 @@ char *fixture_trace_path(const char *dir, const char *host, int64_t pid, int64_t
     if (asprintf(&path, "%s/%s-%" PRId64 "-%" PRId64 ".db", dir, host, pid, start_wall_ns) < 0)
         abort();
     return path;
+}
+
+int64_t fixture_loaded_module(struct fixture *f, const char *path, const char *build_id,
+                              int64_t start, int64_t end)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT INTO loaded_modules(path, build_id, base, start_addr,"
+                                    " end_addr, first_seq) VALUES (?, ?, ?, ?, ?, 0)");
+    bind_text_or_null(stmt, 1, path);
+    bind_text_or_null(stmt, 2, build_id);
+    sqlite3_bind_int64(stmt, 3, start);
+    sqlite3_bind_int64(stmt, 4, start);
+    sqlite3_bind_int64(stmt, 5, end);
+    run(f, stmt);
+    return sqlite3_last_insert_rowid(f->db);
+}
+
+int64_t fixture_py_code(struct fixture *f, const char *function, const char *file)
+{
+    sqlite3_stmt *stmt = prepare(f, "SELECT code_id FROM py_code WHERE function = ? AND file = ?");
+    sqlite3_bind_text(stmt, 1, function, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, file, -1, SQLITE_TRANSIENT);
+    int64_t id = 0;
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+        id = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (id)
+        return id;
+    /* Code ids start at 1 (0: a code object whose names were not sent). */
+    stmt = prepare(f, "INSERT INTO py_code(code_id, function, file)"
+                      " SELECT coalesce(max(code_id), 0) + 1, ?, ? FROM py_code");
+    sqlite3_bind_text(stmt, 1, function, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(stmt, 2, file, -1, SQLITE_TRANSIENT);
+    run(f, stmt);
+    return sqlite3_last_insert_rowid(f->db);
+}
+
+static void bind_int_or_null(sqlite3_stmt *stmt, int index, int64_t value)
+{
+    if (value == FIXTURE_NULL)
+        sqlite3_bind_null(stmt, index);
+    else
+        sqlite3_bind_int64(stmt, index, value);
+}
+
+void fixture_stack(struct fixture *f, int64_t id, const struct fixture_frame *frames, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct fixture_frame *fr = &frames[i];
+        int64_t value = fr->ip;
+        if (fr->python)
+            value = (int64_t)((uint64_t)fixture_py_code(f, fr->symbol ? fr->symbol : "?",
+                                                        fr->file ? fr->file : "?")
+                                  << 32 |
+                              ((uint64_t)fr->line & 0xffffffffu));
+        else if (fr->symbol) {
+            sqlite3_stmt *name =
+                prepare(f, "INSERT OR REPLACE INTO symbols(ip, symbol) VALUES (?, ?)");
+            sqlite3_bind_int64(name, 1, fr->ip);
+            sqlite3_bind_text(name, 2, fr->symbol, -1, SQLITE_TRANSIENT);
+            run(f, name);
+        }
+        sqlite3_stmt *stmt =
+            prepare(f, f->stacks_format4
+                           ? "INSERT INTO stack_frames(stack_id, depth, kind, value)"
+                             " VALUES (?, ?, ?, ?)"
+                           : "INSERT INTO stack_frames(stack_id, depth, kind, value, instr, entry)"
+                             " VALUES (?, ?, ?, ?, ?, ?)");
+        sqlite3_bind_int64(stmt, 1, id);
+        sqlite3_bind_int64(stmt, 2, (int64_t)i);
+        sqlite3_bind_int64(stmt, 3, fr->python ? 1 : 0);
+        sqlite3_bind_int64(stmt, 4, value);
+        if (!f->stacks_format4) {
+            bind_int_or_null(stmt, 5, fr->python ? fr->instr : FIXTURE_NULL);
+            bind_int_or_null(stmt, 6, fr->python ? fr->entry : FIXTURE_NULL);
+        }
+        run(f, stmt);
+    }
+}
+
+void fixture_call_stack(struct fixture *f, int64_t seq, int64_t stack_id)
+{
+    sqlite3_stmt *stmt = prepare(f, "UPDATE events SET stack_id = ? WHERE seq = ?");
+    sqlite3_bind_int64(stmt, 1, stack_id);
+    sqlite3_bind_int64(stmt, 2, seq);
+    run(f, stmt);
+}
+
+void fixture_linetable(struct fixture *f, int64_t code_id, int64_t format, int64_t first_line,
+                       const void *bytes, size_t len)
+{
+    sqlite3_stmt *stmt = prepare(f, "INSERT OR REPLACE INTO py_linetables(code_id, format,"
+                                    " first_line, size, bytes) VALUES (?, ?, ?, ?, ?)");
+    sqlite3_bind_int64(stmt, 1, code_id);
+    sqlite3_bind_int64(stmt, 2, format);
+    sqlite3_bind_int64(stmt, 3, first_line);
+    sqlite3_bind_int64(stmt, 4, (int64_t)len);
+    sqlite3_bind_blob(stmt, 5, len ? bytes : "", (int)len, SQLITE_TRANSIENT);
+    run(f, stmt);
+}
+
+/* Format 4's stack_frames and stacks view (include/cutrace/schema.h before
+ * instr and entry). */
+static const char format4_stacks[] =
+    "CREATE TABLE stack_frames(stack_id INTEGER NOT NULL, depth INTEGER NOT NULL,"
+    " kind INTEGER NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (stack_id, depth))"
+    " WITHOUT ROWID;\n"
+    "CREATE VIEW stacks AS SELECT f.stack_id, f.depth, m.path AS module,"
+    " CASE WHEN f.kind = 0 THEN s.symbol ELSE c.function END AS symbol,"
+    " CASE WHEN f.kind = 0 THEN f.value - m.base END AS offset, c.file,"
+    " CASE WHEN f.kind = 1 THEN nullif(f.value & 4294967295, 0) END AS line,"
+    " CASE WHEN f.kind = 0 THEN 'native' ELSE 'python' END AS kind,"
+    " CASE WHEN f.kind = 0 THEN f.value END AS ip FROM stack_frames f"
+    " LEFT JOIN loaded_modules m ON f.kind = 0 AND m.load_id = (SELECT x.load_id"
+    " FROM loaded_modules x WHERE f.value >= x.start_addr AND f.value < x.end_addr"
+    " ORDER BY x.load_id DESC LIMIT 1)"
+    " LEFT JOIN py_code c ON f.kind = 1 AND c.code_id = (f.value >> 32)"
+    " LEFT JOIN symbols s ON f.kind = 0 AND s.ip = f.value;\n";
+
+void fixture_stacks_format4(struct fixture *f)
+{
+    fixture_exec(f, "DROP VIEW stacks; DROP TABLE stack_frames; DROP TABLE py_linetables");
+    fixture_exec(f, format4_stacks);
+    fixture_meta_int(f, "format_version", 4);
+    f->stacks_format4 = true;
 }

@@ -155,6 +155,41 @@ int64_t fixture_nccl_end(struct fixture *f, enum ct_api api, int64_t comm);
 /* ncclGroupStart / ncclGroupEnd. */
 int64_t fixture_nccl_group(struct fixture *f, enum ct_api api);
 
+/*
+ * Call stacks (docs/stacks.md), as the writer stores them: loaded_modules
+ * rows, stack_frames rows (format 5: with instr and entry), py_code rows,
+ * names in the symbols table, line tables in py_linetables.
+ */
+#define FIXTURE_NULL INT64_MIN /* an instr or entry stored as NULL */
+
+struct fixture_frame {
+    int python;           /* 0: native, 1: Python */
+    int64_t ip;           /* native: the return address */
+    const char *symbol;   /* native: its name in the symbols table (NULL: none); Python: function */
+    const char *file;     /* Python: co_filename */
+    int64_t line;         /* Python: 0 unknown */
+    int64_t instr, entry; /* Python, format 5: stored as given, FIXTURE_NULL as NULL */
+};
+
+/* A loaded_modules row for path (build_id NULL: none recorded) covering
+ * [start, end) with base start; returns its load_id. */
+int64_t fixture_loaded_module(struct fixture *f, const char *path, const char *build_id,
+                              int64_t start, int64_t end);
+/* The code id of (function, file) in py_code, added when new. */
+int64_t fixture_py_code(struct fixture *f, const char *function, const char *file);
+/* Stack `id`: frames innermost first (the writer puts the native ones
+ * first, then the Python ones), at depths 0, 1, ... */
+void fixture_stack(struct fixture *f, int64_t id, const struct fixture_frame *frames, size_t n);
+/* Makes call seq's stack `id` (events.stack_id). */
+void fixture_call_stack(struct fixture *f, int64_t seq, int64_t stack_id);
+/* A py_linetables row for code_id (format CT_PYLINES_*). */
+void fixture_linetable(struct fixture *f, int64_t code_id, int64_t format, int64_t first_line,
+                       const void *bytes, size_t len);
+/* Gives the (open) trace format 4's stack tables: stack_frames and the
+ * stacks view without instr and entry, no py_linetables; meta
+ * format_version 4. Before any fixture_stack. */
+void fixture_stacks_format4(struct fixture *f);
+
 /* Monotonic time of the next event and the default spacing (1 us). */
 int64_t fixture_next_t(const struct fixture *f);
 void fixture_set_clock(struct fixture *f, int64_t next_t_ns);

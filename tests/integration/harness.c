@@ -1,5 +1,6 @@
 /*
- * harness.c - process spawning and trace inspection for integration tests.
+ * harness.c - process spawning, trace inspection and report reading for
+ * integration tests.
  */
 #include "harness.h"
 
@@ -219,4 +220,67 @@ size_t count_lines(const char *s)
         p += len + (nl != NULL);
     }
     return n;
+}
+
+const char *source_path(const char *rel)
+{
+    static char slots[8][4096];
+    static int next;
+    const char *src = getenv("CUTRACE_TEST_SRC");
+    ck_assert_msg(src && *src, "CUTRACE_TEST_SRC is not set");
+    char *out = slots[next++ % 8];
+    snprintf(out, 4096, "%s/%s", src, rel);
+    return out;
+}
+
+struct run harness_cutrace(struct world *w, const char *const args[])
+{
+    const char *argv[12] = {build_path("cutrace")};
+    for (int i = 0; args[i]; i++) {
+        ck_assert_int_lt(i, 10);
+        argv[i + 1] = args[i];
+    }
+    return run_prog(w, false, argv, 120);
+}
+
+/* json_type and json_extract of path in json, stepped to its row. */
+static sqlite3_stmt *report_json_at(sqlite3 **db, const char *json, const char *path)
+{
+    ck_assert_int_eq(sqlite3_open(":memory:", db), SQLITE_OK);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(*db, "SELECT json_type(?1, ?2), json_extract(?1, ?2)", -1, &q, NULL),
+        SQLITE_OK);
+    sqlite3_bind_text(q, 1, json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, path, -1, SQLITE_STATIC);
+    ck_assert_msg(sqlite3_step(q) == SQLITE_ROW, "%s: %s in:\n%.2000s", path, sqlite3_errmsg(*db),
+                  json);
+    return q;
+}
+
+int64_t report_json_int(const char *json, const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *q = report_json_at(&db, json, path);
+    const char *type = (const char *)sqlite3_column_text(q, 0);
+    ck_assert_msg(type && strcmp(type, "integer") == 0, "%s is %s, not an integer, in:\n%.2000s",
+                  path, type ? type : "absent", json);
+    int64_t v = sqlite3_column_int64(q, 1);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+char *report_json_text(const char *json, const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *q = report_json_at(&db, json, path);
+    const char *type = (const char *)sqlite3_column_text(q, 0);
+    ck_assert_msg(type && (strcmp(type, "text") == 0 || strcmp(type, "null") == 0),
+                  "%s is %s, not text, in:\n%.2000s", path, type ? type : "absent", json);
+    const char *v = (const char *)sqlite3_column_text(q, 1);
+    char *out = v ? strdup(v) : NULL;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
 }

@@ -64,4 +64,20 @@ void free_list(char **paths, size_t n);
 /* Number of non-empty lines in s. */
 size_t count_lines(const char *s);
 
+/* <source tree>/<rel>, absolute (CUTRACE_TEST_SRC). Static buffer per call
+ * slot (up to 8 live). */
+const char *source_path(const char *rel);
+
+/* `build/cutrace args...` (NULL-ended, at most 10), untraced, within 120 s. */
+struct run harness_cutrace(struct world *w, const char *const args[]);
+
+/*
+ * The value at a JSON path ("$.jobs[0].ranks[0].pre.seq", SQLite's
+ * json_extract) of a report: an integer, or text (malloc'd; NULL when it is
+ * JSON null). Fails the test when json is not JSON or the path holds
+ * something else.
+ */
+int64_t report_json_int(const char *json, const char *path);
+char *report_json_text(const char *json, const char *path);
+
 #endif

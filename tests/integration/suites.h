@@ -21,5 +21,7 @@ Suite *budget_suite(void);
 Suite *stacks_suite(void);
 Suite *diff_suite(void);
 Suite *run_suite(void);
+Suite *budget_names_suite(void);
+Suite *pyframes_suite(void);
 
 #endif

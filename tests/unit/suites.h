@@ -17,5 +17,6 @@ Suite *procinfo_suite(void);
 Suite *tracefile_suite(void);
 Suite *modmap_suite(void);
 Suite *stacks_suite(void);
+Suite *pylines_suite(void);
 
 #endif

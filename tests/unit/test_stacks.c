@@ -17,6 +17,7 @@
 #include "../../analyzer/demangle.h"
 #include "../../analyzer/elfsyms.h"
 #include "../../preload/core/objects.h"
+#include "../../preload/core/pylines.h"
 #include "../../preload/core/stackrec.h"
 #include "../../preload/core/store.h"
 #include "cutrace/apis.h"
@@ -171,6 +172,118 @@ START_TEST(test_store_drops_stacks_for_an_older_trace)
     tsql_rmtree(dir);
     free(dir);
     free(path);
+}
+END_TEST
+
+/* Sends a Python code object as ring 5 does: its names, then its line table
+ * in chunks; `twice` repeats the first chunk, as a crowded ring may not. */
+static void send_code(struct ct_store *st, uint32_t id, const uint8_t *table, unsigned len,
+                      bool twice)
+{
+    union ct_any_record code;
+    ct_aux_init(&code, CT_AUX_PYCODE, id);
+    code.aux.count = 12;
+    code.aux.total = 8;
+    ct_aux_put_bytes(&code.aux, 0, "load_weightsmodel.py", 20);
+    ct_aux_set_pycode_lines(&code.aux, len, 10, CT_PYLINES_311);
+    ck_assert(ct_aux_valid(&code.aux));
+    ck_assert_int_eq(ct_store_insert(st, &code.rec), 0);
+    for (unsigned at = 0; at < len; at += CT_AUX_PAYLOAD_BYTES) {
+        union ct_any_record chunk;
+        ct_aux_init(&chunk, CT_AUX_PYLINES, id);
+        chunk.aux.first = (uint16_t)at;
+        chunk.aux.count =
+            (uint16_t)(len - at < CT_AUX_PAYLOAD_BYTES ? len - at : CT_AUX_PAYLOAD_BYTES);
+        chunk.aux.total = (uint16_t)len;
+        ct_aux_put_bytes(&chunk.aux, 0, table + at, chunk.aux.count);
+        ck_assert(ct_aux_valid(&chunk.aux));
+        ck_assert_int_eq(ct_store_insert(st, &chunk.rec), 0);
+        if (twice && at == 0)
+            ck_assert_int_eq(ct_store_insert(st, &chunk.rec), 0);
+    }
+}
+
+static union ct_any_record meta_record(const char *key, const char *value)
+{
+    union ct_any_record m;
+    ct_aux_init(&m, CT_AUX_META, 1);
+    m.aux.count = (uint16_t)strlen(key);
+    m.aux.total = (uint16_t)strlen(value);
+    ct_aux_put_bytes(&m.aux, 0, key, m.aux.count);
+    ct_aux_put_bytes(&m.aux, m.aux.count, value, m.aux.total);
+    return m;
+}
+
+/*
+ * Ring 5's Python records: a line table of two chunks (the first one sent
+ * twice) becomes one py_linetables row, frames by instruction offset get
+ * their line from it at the store with instr and entry kept, a frame by line
+ * (the API's) keeps its line, and a meta record sets only the one key
+ * allowed. A format-4 trace takes the same records without the new columns.
+ */
+START_TEST(test_store_python_line_tables_and_meta)
+{
+    /* 3.11+ location table: 150 no-column entries of one code unit each,
+     * line deltas +1 (signed varint 2), from first line 10: lines 11, 12, ... */
+    uint8_t table[300];
+    for (unsigned i = 0; i < 150; i++) {
+        table[2 * i] = 0x80 | 13 << 3;
+        table[2 * i + 1] = 2;
+    }
+    ck_assert_int_eq(ct_pylines_line(CT_PYLINES_311, 10, table, sizeof table, 4), 13);
+    ck_assert_int_eq(ct_pylines_line(CT_PYLINES_311, 10, table, sizeof table, 280), 151);
+    for (int format = 5; format >= 4; format--) {
+        char err[256];
+        char *dir = tu_tmpdir();
+        char *path = tu_empty_file(dir, "t.db");
+        struct ct_store *st = ct_store_create(path, err, sizeof err);
+        ck_assert_msg(st != NULL, "%s", err);
+        if (format == 4)
+            ck_assert_int_eq(sqlite3_exec(ct_store_sqlite(st),
+                                          "DROP VIEW stacks; DROP TABLE py_linetables;"
+                                          " ALTER TABLE stack_frames DROP COLUMN instr;"
+                                          " ALTER TABLE stack_frames DROP COLUMN entry",
+                                          NULL, NULL, NULL),
+                             SQLITE_OK);
+        ck_assert_int_eq(ct_store_begin(st), 0);
+        send_code(st, 1, table, sizeof table, true);
+        union ct_any_record f = frames_record(42, 0, 3, 3, 0);
+        ct_aux_set_frame(&f.aux, 0, CT_PYFRAME(1, CT_PYFRAME_INSTR | CT_PYFRAME_ENTRY | 4));
+        ct_aux_set_frame(&f.aux, 1, CT_PYFRAME(1, CT_PYFRAME_INSTR | 280));
+        ct_aux_set_frame(&f.aux, 2, CT_PYFRAME(1, 77)); /* read through the API */
+        ck_assert_int_eq(ct_store_insert(st, &f.rec), 0);
+        union ct_any_record good = meta_record("python_frames", "without the GIL: test");
+        union ct_any_record bad = meta_record("format_version", "1");
+        ck_assert(ct_aux_valid(&good.aux));
+        ck_assert(!ct_aux_valid(&bad.aux));
+        ck_assert_int_eq(ct_store_insert(st, &good.rec), 0);
+        ck_assert_int_eq(ct_store_insert(st, &bad.rec), 0);
+        ck_assert_int_eq(ct_store_commit(st), 0);
+        ct_store_close(st);
+
+        sqlite3 *db = tsql_open(path, SQLITE_OPEN_READONLY);
+        ck_assert_str_eq(tsql_text(db, "SELECT value FROM meta WHERE key = 'python_frames'"),
+                         "without the GIL: test");
+        ck_assert_int_eq(tsql_int(db, "SELECT value FROM meta WHERE key = 'format_version'"),
+                         CT_FORMAT_VERSION);
+        ck_assert_int_eq(
+            tsql_int(db, "SELECT value & 4294967295 FROM stack_frames WHERE depth = 2"), 77);
+        if (format == 5) {
+            ck_assert_int_eq(tsql_int(db, "SELECT length(bytes) FROM py_linetables"), 300);
+            ck_assert_int_eq(tsql_int(db, "SELECT size || format || first_line FROM py_linetables"),
+                             30031110);
+            ck_assert_str_eq(tsql_text(db, "SELECT group_concat(line || '/' || coalesce(instr, '-')"
+                                           " || '/' || coalesce(entry, '-'), ' ') FROM (SELECT *"
+                                           " FROM stacks ORDER BY depth)"),
+                             "13/4/1 151/280/0 77/-/-");
+        } else {
+            ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM stack_frames"), 3);
+        }
+        sqlite3_close(db);
+        tsql_rmtree(dir);
+        free(dir);
+        free(path);
+    }
 }
 END_TEST
 
@@ -415,6 +528,7 @@ Suite *stacks_suite(void)
     tcase_add_test(tc, test_aux_records_pack_and_check);
     tcase_add_test(tc, test_store_turns_aux_records_into_stacks);
     tcase_add_test(tc, test_store_drops_stacks_for_an_older_trace);
+    tcase_add_test(tc, test_store_python_line_tables_and_meta);
     tcase_add_test(tc, test_objects_snapshot_and_rescan);
     tcase_add_test(tc, test_elf_symbols_name_functions);
     tcase_add_test(tc, test_elf_reader_refuses_hostile_files);
