@@ -516,8 +516,10 @@ int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out)
     l.strings = xcalloc(1, sizeof(struct strings));
     out->strings = l.strings;
     bool yes;
-    if (present(t, &yes) != 0)
+    if (present(t, &yes) != 0) {
+        stacks_free(out);
         return -1;
+    }
     if (!yes)
         return 0;
     out->present = true;
@@ -529,9 +531,13 @@ int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out)
     if (rc == 0)
         rc = load_calls(&l);
     free(l.modules);
-    if (rc == 0 && out->nstacks > 1)
+    if (rc != 0) {
+        stacks_free(out); /* a damaged trace leaves nothing half loaded */
+        return rc;
+    }
+    if (out->nstacks > 1)
         qsort(out->stacks, out->nstacks, sizeof(*out->stacks), compare_stacks);
-    return rc;
+    return 0;
 }
 
 void stacks_free(struct stack_set *s)

@@ -89,7 +89,8 @@ struct stack_set {
 /*
  * Loads the stacks of t, naming native frames with sym (NULL: leave them
  * unnamed). A trace from before stacks (format 3 or older) loads empty with
- * present = false. Returns 0, or -1 with t->error set (a damaged trace).
+ * present = false. Returns 0, or -1 with t->error set (a damaged trace),
+ * *out then empty (nothing to free).
  */
 int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out);
 void stacks_free(struct stack_set *s);

@@ -45,7 +45,6 @@ static struct python pythons[MAX_PYTHONS];
 static size_t npythons;
 static char pythons_note[4096]; /* pythons.sh's "skipped: ..." lines, or why it failed */
 
-
 /* Runs pythons.sh when the suite is made: the loop tests need the count. */
 static void find_pythons(void)
 {
