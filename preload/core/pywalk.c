@@ -92,7 +92,6 @@ static bool rd_guarded(struct ct_py_walk *w, uintptr_t addr, void *dst, size_t n
         return true;
     w->failed = true;
     if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
-        w->no_safe_reads = true;
         w->why = "process_vm_readv is not permitted, so the layout cannot be checked safely";
     } else {
         w->why = "a pointer to unmapped memory";
@@ -150,14 +149,8 @@ static void fail(struct ct_py_walk *w, const char *why)
 }
 
 /* Whether obj is an object of exactly that type (no subclass is expected). */
-HOT bool is_type(struct ct_py_walk *w, const bool safe, uintptr_t obj, uintptr_t type)
-{
-    return obj && !(obj & 7) && rd_ptr(w, safe, obj + w->L->ob_type) == type && !w->failed;
-}
-
-/* The same with the walk's own copy of the layout (see walk_frames). */
-HOT bool is_type_l(struct ct_py_walk *w, const struct ct_py_layout *L, const bool safe,
-                   uintptr_t obj, uintptr_t type)
+HOT bool is_type(struct ct_py_walk *w, const struct ct_py_layout *L, const bool safe, uintptr_t obj,
+                 uintptr_t type)
 {
     return obj && !(obj & 7) && rd_ptr(w, safe, obj + L->ob_type) == type;
 }
@@ -205,7 +198,7 @@ static int read_str(struct ct_py_walk *w, uintptr_t obj, char *buf, unsigned cap
 {
     const bool safe = w->safe;
     const struct ct_py_layout *L = w->L;
-    if (!is_type(w, safe, obj, w->types->str))
+    if (!is_type(w, w->L, safe, obj, w->types->str))
         return -1;
     uint32_t state = (uint32_t)rd_i32(w, safe, obj + L->str_state);
     int64_t length = rd_i64(w, safe, obj + L->str_length);
@@ -284,7 +277,7 @@ HOT bool read_key(struct ct_py_walk *w, const struct ct_py_layout *L, const bool
     k->file = rd_ptr(w, safe, code + L->co_filename);
     k->lines = rd_ptr(w, safe, code + L->co_linetable);
     k->first_line = rd_i32(w, safe, code + L->co_firstlineno);
-    if (!is_type_l(w, L, safe, k->lines, w->types->bytes) || w->failed)
+    if (!is_type(w, L, safe, k->lines, w->types->bytes) || w->failed)
         return false;
     int64_t len = rd_i64(w, safe, k->lines + L->ob_size);
     if (len < 0 || len > (1 << 26))
@@ -445,7 +438,7 @@ HOT bool frame_offset(struct ct_py_walk *w, const struct ct_py_layout *L, const 
     if (kind == CT_PY_ENTRY_EVERY) { /* 3.10: f_lasti */
         int32_t lasti = rd_i32(w, safe, frame + L->fr_instr);
         uintptr_t bytecode = rd_ptr(w, safe, code + L->co_code);
-        int64_t size = is_type_l(w, L, safe, bytecode, w->types->bytes)
+        int64_t size = is_type(w, L, safe, bytecode, w->types->bytes)
                            ? rd_i64(w, safe, bytecode + L->ob_size)
                            : -1;
         if (w->failed || size < 0) {
@@ -535,7 +528,7 @@ HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, u
                 continue;
             }
         }
-        if (!is_type_l(w, L, safe, code, w->types->code)) {
+        if (!is_type(w, L, safe, code, w->types->code)) {
             fail(w, "a frame whose code is not a code object");
             break;
         }

@@ -30,11 +30,10 @@ struct ct_py_types {
 struct ct_py_walk {
     const struct ct_py_types *types;
     const struct ct_py_layout *L;
-    bool safe;          /* reads through process_vm_readv */
-    bool failed;        /* a read or a check failed: nothing it found may be used */
-    bool no_safe_reads; /* process_vm_readv itself is refused here (seccomp) */
-    const char *why;    /* the reason, when failed */
-    uint64_t *out;      /* CT_PYFRAME values; NULL: code_out/offset_out instead */
+    bool safe;       /* reads through process_vm_readv */
+    bool failed;     /* a read or a check failed: nothing it found may be used */
+    const char *why; /* the reason, when failed */
+    uint64_t *out;   /* CT_PYFRAME values; NULL: code_out/offset_out instead */
     int max;
 };
 

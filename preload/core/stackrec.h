@@ -110,12 +110,8 @@ static inline bool ct_aux_meta_key_allowed(const char *key, unsigned len)
     return len == sizeof allowed - 1 && memcmp(key, allowed, len) == 0;
 }
 
-/*
- * Whether an auxiliary record is one libcutrace could have written: a
- * known kind, an id SQLite stores as a positive integer, frame ranges and
- * name lengths within the record. Recovery refuses a ring holding one that
- * is not (a bad ring is refused as a whole).
- */
+/* Whether the first len payload bytes are text a record may carry: within
+ * the payload, no NUL. */
 static inline bool ct_aux_text_valid(const struct ct_aux_record *a, unsigned len)
 {
     if (len > CT_AUX_PAYLOAD_BYTES)
@@ -129,6 +125,12 @@ static inline bool ct_aux_text_valid(const struct ct_aux_record *a, unsigned len
     return true;
 }
 
+/*
+ * Whether an auxiliary record is one libcutrace could have written: a
+ * known kind, an id SQLite stores as a positive integer, frame ranges and
+ * name lengths within the record. Recovery refuses a ring holding one that
+ * is not (a bad ring is refused as a whole).
+ */
 static inline bool ct_aux_valid(const struct ct_aux_record *a)
 {
     if (a->seq != 0 || a->api != CT_AUX_API || a->key == 0 || a->key > INT64_MAX)
@@ -146,8 +148,7 @@ static inline bool ct_aux_valid(const struct ct_aux_record *a)
                a->total <= CT_PYLINES_MAX && (unsigned)a->first + a->count <= a->total;
     if (a->kind == CT_AUX_META) {
         char key[CT_AUX_PAYLOAD_BYTES];
-        if ((unsigned)a->count + a->total > CT_AUX_PAYLOAD_BYTES ||
-            !ct_aux_text_valid(a, (unsigned)a->count + a->total))
+        if (!ct_aux_text_valid(a, (unsigned)a->count + a->total))
             return false;
         ct_aux_get_bytes(a, 0, key, a->count);
         return ct_aux_meta_key_allowed(key, a->count);

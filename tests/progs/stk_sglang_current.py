@@ -22,32 +22,15 @@ it, for a tracer that reads Python frames only with the GIL held).
 
     python3 stk_sglang_current.py [--gil-held]     prints "ok"
 """
-import ctypes
 import sys
 
+import cudart_calls as cuda
+
 GIL_HELD = "--gil-held" in sys.argv
-cudart = (ctypes.PyDLL if GIL_HELD else ctypes.CDLL)("libcudart.so.12")
-kept = []
+cuda.load(GIL_HELD)
+malloc, mem_get_info = cuda.malloc, cuda.mem_get_info
 
 MiB = 1 << 20
-
-
-def check(what, rc):
-    if rc != 0:
-        raise RuntimeError(f"{what} returned {rc}")
-
-
-def malloc(size):
-    buf = ctypes.c_void_p()
-    check("cudaMalloc", cudart.cudaMalloc(ctypes.byref(buf), ctypes.c_size_t(size)))
-    kept.append(buf)
-
-
-def mem_get_info():
-    """torch.cuda.mem_get_info: one cudaMemGetInfo."""
-    free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    check("cudaMemGetInfo", cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)))
-    return free.value, total.value
 
 
 def get_available_gpu_memory(distributed=False):
@@ -124,8 +107,7 @@ class Scheduler:
 
 def main():
     Scheduler()
-    for buf in kept:
-        check("cudaFree", cudart.cudaFree(buf))
+    cuda.free_all()
     print("ok")
 
 

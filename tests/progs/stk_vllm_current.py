@@ -22,40 +22,17 @@ is reached as PyTorch reaches it, with the GIL released: ctypes.CDLL
     python3 stk_vllm_current.py [--gil-held]     prints "ok"
 """
 import contextlib
-import ctypes
 import sys
 from dataclasses import dataclass, field
 
+import cudart_calls as cuda
+
 GIL_HELD = "--gil-held" in sys.argv
-cudart = (ctypes.PyDLL if GIL_HELD else ctypes.CDLL)("libcudart.so.12")
-kept = []
+cuda.load(GIL_HELD)
+malloc, mem_get_info = cuda.malloc, cuda.mem_get_info
+free = cuda.free
 
 MiB = 1 << 20
-
-
-def check(what, rc):
-    if rc != 0:
-        raise RuntimeError(f"{what} returned {rc}")
-
-
-def malloc(size):
-    buf = ctypes.c_void_p()
-    check("cudaMalloc", cudart.cudaMalloc(ctypes.byref(buf), ctypes.c_size_t(size)))
-    kept.append(buf)
-    return buf
-
-
-def free(buf):
-    kept.remove(buf)
-    check("cudaFree", cudart.cudaFree(buf))
-
-
-def mem_get_info():
-    """torch.cuda.mem_get_info: one cudaMemGetInfo."""
-    free_bytes, total = ctypes.c_size_t(), ctypes.c_size_t()
-    check("cudaMemGetInfo",
-          cudart.cudaMemGetInfo(ctypes.byref(free_bytes), ctypes.byref(total)))
-    return free_bytes.value, total.value
 
 
 @dataclass
@@ -140,8 +117,7 @@ def main():
     worker.load_model()
     available = worker.determine_available_memory()
     worker.model_runner.initialize_kv_cache(available)
-    for buf in list(kept):
-        free(buf)
+    cuda.free_all()
     print("ok")
 
 
