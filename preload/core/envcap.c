@@ -7,7 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* Families that decide how much GPU memory a server uses, and the tracer's own. */
 static const char *const RECORDED_PREFIXES[] = {
@@ -15,7 +14,6 @@ static const char *const RECORDED_PREFIXES[] = {
     "TRTLLM_", "CUBLAS_", "CUDNN_",   "NVIDIA_", "CUTRACE_",
 };
 static const char *const RECORDED_NAMES[] = {"OMP_NUM_THREADS", "LD_PRELOAD"};
-static const char *const SECRET_WORDS[] = {"TOKEN", "KEY", "SECRET", "PASSWORD"};
 
 static size_t name_length(const char *name)
 {
@@ -40,15 +38,7 @@ bool ct_env_is_recorded(const char *name)
 
 bool ct_env_is_secret(const char *name)
 {
-    size_t len = name_length(name);
-    for (size_t w = 0; w < sizeof SECRET_WORDS / sizeof *SECRET_WORDS; w++) {
-        size_t wlen = strlen(SECRET_WORDS[w]);
-        for (size_t i = 0; i + wlen <= len; i++) {
-            if (strncasecmp(name + i, SECRET_WORDS[w], wlen) == 0)
-                return true;
-        }
-    }
-    return false;
+    return ct_redact_secret_name(name, name_length(name));
 }
 
 static int by_name(const void *a, const void *b)
@@ -73,7 +63,7 @@ int ct_env_capture(char *const *envp, struct ct_env_capture *out)
         if (!eq || !ct_env_is_recorded(*e))
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
-        char *value = strdup(ct_env_is_secret(*e) ? CT_REDACTED : eq + 1);
+        char *value = ct_env_is_secret(*e) ? strdup(CT_REDACTED) : ct_redact_value(eq + 1);
         if (!name || !value) {
             free(name);
             free(value);

@@ -4,8 +4,8 @@
  * The variables that shape GPU memory (allocator settings, NCCL tuning,
  * server switches such as SGLANG_FORCE_CUSTOM_AR_PCIE) are what a user
  * compares first between a working and a failing run, so they are stored in
- * every trace. Values of names that look like credentials never leave the
- * process.
+ * every trace. Values of names that look like credentials, and passwords in
+ * URLs, never leave the process (the rule is redact.h's).
  */
 #ifndef CUTRACE_ENVCAP_H
 #define CUTRACE_ENVCAP_H
@@ -13,9 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "redact.h"
 #include "store.h"
-
-#define CT_REDACTED "<redacted>"
 
 struct ct_env_capture {
     struct ct_env_var *vars;
@@ -24,7 +23,7 @@ struct ct_env_capture {
 
 /* True if a variable of this name is recorded. `name` ends at '=' or NUL. */
 bool ct_env_is_recorded(const char *name);
-/* True if its value must be replaced by CT_REDACTED. */
+/* True if its value must be replaced by CT_REDACTED (ct_redact_secret_name). */
 bool ct_env_is_secret(const char *name);
 
 /* Copies the recorded variables of envp (NAME=VALUE strings), sorted by name. */

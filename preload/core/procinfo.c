@@ -2,7 +2,8 @@
  * procinfo.c - host, command line and identity of the traced process.
  *
  * The command line is stored shell-quoted so that a user can paste it back
- * to rerun a rank exactly; the boot id names the host's monotonic clock
+ * to rerun a rank exactly, after redaction (redact.h: --api-key X loses X);
+ * the boot id names the host's monotonic clock
  * domain, which is what lets the analyzer put processes on one timeline.
  */
 #include "procinfo.h"
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "redact.h"
 
 static size_t read_file(const char *path, char *buf, size_t cap)
 {
@@ -102,8 +105,12 @@ void ct_procinfo_collect(struct ct_process_info *info)
     info->cmdline = NULL;
     if (raw) {
         size_t len = read_file("/proc/self/cmdline", raw, cap);
-        info->cmdline = ct_quote_argv(raw, len);
+        size_t safe_len;
+        char *safe = ct_redact_argv(raw, len, &safe_len);
         free(raw);
+        /* Without memory to redact, no command line rather than an unredacted one. */
+        info->cmdline = safe ? ct_quote_argv(safe, safe_len) : NULL;
+        free(safe);
     }
 }
 

@@ -9,8 +9,9 @@
  *
  * Files are created lazily so that the many processes of a server that never
  * touch CUDA (tokenizers, shell wrappers) leave nothing behind. Each is made
- * with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600: never overwriting, never
- * following a planted symlink.
+ * with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, relative to the checked trace
+ * directory (tracedir.h): never overwriting, never following a planted
+ * symlink, never in a directory another user controls.
  */
 #include "session.h"
 
@@ -37,6 +38,7 @@
 #include "ring.h"
 #include "stacks.h"
 #include "thread.h"
+#include "tracedir.h"
 #include "tracefile.h"
 #include "versions.h"
 #include "warn.h"
@@ -89,7 +91,9 @@ static bool env_flag(const char *name)
 /*
  * Reads the environment once. An unset CUTRACE_DIR becomes ./cutrace-trace of
  * this (the first traced) process and is exported as an absolute path, so all
- * processes of one launch write into one directory whatever their cwd.
+ * processes of one launch write into one directory whatever their cwd. Each
+ * process resolves and checks it itself, at its first CUDA event
+ * (ct_tracedir_use).
  */
 static void configure(void)
 {
@@ -140,7 +144,7 @@ static void configure(void)
 static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t capacity,
                        const struct ct_ring_owner *owner, const char **why)
 {
-    int fd = open(files->ring_tmp_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = ct_tracefile_open_new(files->ring_tmp_path, O_RDWR);
     if (fd < 0) {
         *why = strerror(errno);
         return MAP_FAILED;
@@ -162,7 +166,7 @@ static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t 
         *why = strerror(rc);
         if (mem != MAP_FAILED)
             munmap(mem, bytes);
-        unlink(files->ring_tmp_path);
+        ct_tracefile_remove(files->ring_tmp_path);
         close(fd);
         return MAP_FAILED;
     }
@@ -219,7 +223,7 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (!st) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
                      err);
-        unlink(files->db_tmp_path);
+        ct_tracefile_remove(files->db_tmp_path);
         return false;
     }
     struct ct_env_capture env = {0};
@@ -245,7 +249,7 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (rc) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
                      err);
-        unlink(files->db_tmp_path);
+        ct_tracefile_remove(files->db_tmp_path);
         return false;
     }
     return true;
@@ -256,9 +260,9 @@ static bool start_locked(void)
     configure();
     if (S.disabled_by_config)
         return false;
-    if (ct_tracefile_mkdir(S.dir) != 0) {
-        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot create trace directory %s: %s; not tracing",
-                     S.dir, strerror(errno));
+    char why[PATH_MAX + 128];
+    if (ct_tracedir_use(S.dir, why, sizeof why) != 0) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "%s; not tracing", why);
         return false;
     }
     struct ct_process_info proc;
@@ -268,7 +272,7 @@ static bool start_locked(void)
     proc.start_mono_ns = S.start_mono_ns;
     struct ct_tracefile files;
     bool made = false;
-    if (ct_tracefile_create(S.dir, proc.host, S.pid, S.start_wall_ns, &files) != 0)
+    if (ct_tracefile_create(proc.host, S.pid, S.start_wall_ns, &files) != 0)
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot create a trace file in %s: %s; not tracing",
                      S.dir, strerror(errno));
     else
@@ -352,7 +356,7 @@ void ct_session_finish(const char *end_state)
     }
     /* Everything is in the database; records made from now on are flushed one by one. */
     if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE))
-        unlink(S.ring_path);
+        ct_tracefile_remove(S.ring_path);
     __atomic_store_n(&S.finished, 1, __ATOMIC_RELEASE);
 }
 

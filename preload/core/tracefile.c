@@ -5,7 +5,8 @@
  * O_NOFOLLOW keeps it that way for the last component; renameat2 with
  * RENAME_NOREPLACE fails on any existing target and never follows one. So a
  * symlink planted where a trace will be written is never followed: the trace
- * takes the next free name, or is not published.
+ * takes the next free name, or is not published. Every name is reached
+ * through the trace directory's descriptor (tracedir.h), never its path.
  */
 #include "tracefile.h"
 
@@ -17,37 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ct_tracefile_mkdir(const char *dir)
-{
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s", dir) >= sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (stat(tmp, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
+#include "tracedir.h"
 
 /* out = dir/base+suffix; false (errno ENAMETOOLONG) if it does not fit. */
 static bool join(char *out, size_t cap, const char *dir, const char *base, const char *suffix)
 {
-    int n = snprintf(out, cap, "%s/%s%s", dir, base, suffix);
+    int n = snprintf(out, cap, "%s/%s%s", strcmp(dir, "/") == 0 ? "" : dir, base, suffix);
     if (n < 0 || (size_t)n >= cap) {
         errno = ENAMETOOLONG;
         return false;
@@ -68,15 +44,42 @@ static void safe_host(const char *host, char *out, size_t cap)
     out[i] = '\0';
 }
 
-static bool taken(const char *path)
+/* path+suffix exists as anything, or cannot be looked at. */
+static bool taken(const char *path, const char *suffix)
 {
+    char full[PATH_MAX];
+    const char *name;
+    if ((size_t)snprintf(full, sizeof full, "%s%s", path, suffix) >= sizeof full)
+        return true;
+    int dir = ct_tracedir_at(full, &name);
     struct stat st;
-    return lstat(path, &st) == 0 || errno != ENOENT;
+    return dir < 0 || fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
-int ct_tracefile_create(const char *dir, const char *host, int64_t pid, uint64_t start_wall_ns,
+/* The side files SQLite makes beside a database, planted ones included. */
+static bool db_taken(const char *db_path)
+{
+    return taken(db_path, "") || taken(db_path, "-wal") || taken(db_path, "-shm") ||
+           taken(db_path, "-journal");
+}
+
+int ct_tracefile_open_new(const char *path, int access_mode)
+{
+    const char *name;
+    int dir = ct_tracedir_at(path, &name);
+    if (dir < 0)
+        return -1;
+    return openat(dir, name, access_mode | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+int ct_tracefile_create(const char *host, int64_t pid, uint64_t start_wall_ns,
                         struct ct_tracefile *out)
 {
+    const char *dir = ct_tracedir_path();
+    if (!*dir) {
+        errno = EXDEV;
+        return -1;
+    }
     char safe[100], first[200], base[220], hidden[230];
     safe_host(host && *host ? host : "host", safe, sizeof safe);
     snprintf(first, sizeof first, "%s-%lld-%llu", safe, (long long)pid,
@@ -92,10 +95,12 @@ int ct_tracefile_create(const char *dir, const char *host, int64_t pid, uint64_t
             !join(out->db_tmp_path, sizeof out->db_tmp_path, dir, hidden, ".db.tmp") ||
             !join(out->ring_tmp_path, sizeof out->ring_tmp_path, dir, hidden, ".ring.tmp"))
             return -1;
-        /* The four names must be free together. */
-        if (taken(out->db_path) || taken(out->ring_path) || taken(out->ring_tmp_path))
+        /* All names must be free together, SQLite's side files too. */
+        if (db_taken(out->db_path) || taken(out->ring_path, "") || taken(out->ring_tmp_path, "") ||
+            taken(out->db_tmp_path, "-wal") || taken(out->db_tmp_path, "-shm") ||
+            taken(out->db_tmp_path, "-journal"))
             continue;
-        int fd = open(out->db_tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int fd = ct_tracefile_open_new(out->db_tmp_path, O_WRONLY);
         if (fd >= 0) {
             close(fd);
             snprintf(out->db_name, sizeof out->db_name, "%s.db", base);
@@ -110,5 +115,16 @@ int ct_tracefile_create(const char *dir, const char *host, int64_t pid, uint64_t
 
 int ct_tracefile_publish(const char *tmp_path, const char *final_path)
 {
-    return renameat2(AT_FDCWD, tmp_path, AT_FDCWD, final_path, RENAME_NOREPLACE);
+    const char *from, *to;
+    int dir = ct_tracedir_at(tmp_path, &from);
+    if (dir < 0 || ct_tracedir_at(final_path, &to) < 0)
+        return -1;
+    return renameat2(dir, from, dir, to, RENAME_NOREPLACE);
+}
+
+int ct_tracefile_remove(const char *path)
+{
+    const char *name;
+    int dir = ct_tracedir_at(path, &name);
+    return dir < 0 ? -1 : unlinkat(dir, name, 0);
 }

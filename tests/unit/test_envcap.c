@@ -35,6 +35,34 @@ START_TEST(test_secret_names_any_case)
 }
 END_TEST
 
+/* Issue 14: the names today's rule missed, and passwords in URLs under any name. */
+START_TEST(test_capture_redacts_every_secret_form)
+{
+    char *envp[] = {
+        "NCCL_IB_PASSWD=p1",    "VLLM_DB_PASS=p2",     "SGLANG_PWD=p3",
+        "TORCH_HUB_AUTH=p4",    "CUDA_CREDENTIALS=p5", "NCCL_PROXY=http://bob:p6@proxy:3128/",
+        "VLLM_MAX_TOKENS=8192", "PWD=/work",           NULL};
+    struct ct_env_capture cap;
+    ck_assert_int_eq(ct_env_capture(envp, &cap), 0);
+    ck_assert_uint_eq(cap.count, 7);
+    const char *want[][2] = {
+        {"CUDA_CREDENTIALS", CT_REDACTED},
+        {"NCCL_IB_PASSWD", CT_REDACTED},
+        {"NCCL_PROXY", "http://bob:<redacted>@proxy:3128/"},
+        {"SGLANG_PWD", CT_REDACTED},
+        {"TORCH_HUB_AUTH", CT_REDACTED},
+        {"VLLM_DB_PASS", CT_REDACTED},
+        {"VLLM_MAX_TOKENS", "8192"},
+    };
+    for (size_t i = 0; i < cap.count; i++) {
+        ck_assert_str_eq(cap.vars[i].name, want[i][0]);
+        ck_assert_str_eq(cap.vars[i].value, want[i][1]);
+        ck_assert_ptr_null(strstr(cap.vars[i].value, "p6"));
+    }
+    ct_env_capture_free(&cap);
+}
+END_TEST
+
 START_TEST(test_capture_sorts_copies_and_redacts)
 {
     char *envp[] = {
@@ -65,6 +93,7 @@ Suite *envcap_suite(void)
     tcase_add_test(tc, test_selects_gpu_memory_families);
     tcase_add_test(tc, test_secret_names_any_case);
     tcase_add_test(tc, test_capture_sorts_copies_and_redacts);
+    tcase_add_test(tc, test_capture_redacts_every_secret_form);
     suite_add_tcase(s, tc);
     return s;
 }

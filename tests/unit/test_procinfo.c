@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../../preload/core/procinfo.h"
+#include "../../preload/core/redact.h"
 #include "suites.h"
 
 static void check_quote(const char *args, size_t len, const char *want)
@@ -22,6 +23,20 @@ START_TEST(test_quote_argv)
     check_quote("--x=1\0", 6, "--x=1");
     check_quote("", 0, "");
     check_quote("no-terminator", 13, "no-terminator");
+}
+END_TEST
+
+/* What the process table gets: redacted, then quoted, still a line a shell can run. */
+START_TEST(test_redacted_command_line_stays_pasteable)
+{
+    const char raw[] = "serve\0--api-key\0K\0--password=it's\0--db=mysql://u:p@h/d\0";
+    size_t len;
+    char *safe = ct_redact_argv(raw, sizeof raw - 1, &len);
+    ck_assert_ptr_nonnull(safe);
+    check_quote(safe, len,
+                "serve --api-key '<redacted>' '--password=<redacted>' "
+                "'--db=mysql://u:<redacted>@h/d'");
+    free(safe);
 }
 END_TEST
 
@@ -46,6 +61,7 @@ Suite *procinfo_suite(void)
     Suite *s = suite_create("procinfo");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_quote_argv);
+    tcase_add_test(tc, test_redacted_command_line_stays_pasteable);
     tcase_add_test(tc, test_collect_identifies_this_process);
     suite_add_tcase(s, tc);
     return s;
