@@ -303,6 +303,43 @@ static bool find_moment(const struct gm_model *m, uint32_t gpu, const struct at_
     return out->found;
 }
 
+/*
+ * seq:N names a call, and a call the trace does not have is a usage error
+ * naming the trace and its calls, never "right after the last call": that
+ * would report the end under the name of a moment that never came. The
+ * processes checked are those seq:N is read in: PID's, else the one
+ * process of each GPU in the report.
+ */
+static int check_seq(const struct gm_model *m, const struct at_spec *at, int64_t only)
+{
+    if (at->kind != AT_SEQ)
+        return CLI_EXIT_OK;
+    bool pid_found = false;
+    for (size_t g = 0; g < m->ngpus; g++) {
+        const struct gm_gpu *gpu = &m->gpus[g];
+        if (only >= 0 && (int64_t)g != only)
+            continue;
+        for (size_t k = 0; k < gpu->nprocs; k++) {
+            const struct gm_process *p = &m->procs[gpu->procs[k]];
+            if (at->pid > 0 ? p->pid != at->pid : gpu->nprocs != 1)
+                continue;
+            pid_found = true;
+            if (p->has_calls && at->seq <= p->last_seq)
+                continue;
+            if (!p->has_calls)
+                return cli_usage_error("sites", "--at %s: %s has no calls", at->name,
+                                       p->trace->path);
+            return cli_usage_error(
+                "sites", "--at %s: %s has no call %" PRId64 " (its calls are seq 1 to %" PRId64 ")",
+                at->name, p->trace->path, at->seq, p->last_seq);
+        }
+    }
+    if (at->pid > 0 && !pid_found)
+        return cli_usage_error("sites", "--at %s: no process %" PRId64 " on %s", at->name, at->pid,
+                               only >= 0 ? "that GPU" : "any GPU of these traces");
+    return CLI_EXIT_OK;
+}
+
 /* ---- sites ---- */
 
 struct site {
@@ -770,6 +807,8 @@ static int report(const char *path, const char *gpu_arg, const struct at_spec *a
     int64_t only = -1;
     if (gpu_arg && (only = gm_select_gpu(&m, gpu_arg, "sites")) < 0)
         status = CLI_EXIT_USAGE;
+    if (status == CLI_EXIT_OK)
+        status = check_seq(&m, at, only);
     struct run r = {.m = &m, .sym = symbolizer_new()};
     r.stacks = xcalloc(m.nprocs ? m.nprocs : 1, sizeof(*r.stacks));
     r.loaded = xcalloc(m.nprocs ? m.nprocs : 1, sizeof(*r.loaded));
@@ -809,20 +848,28 @@ static int report(const char *path, const char *gpu_arg, const struct at_spec *a
         free(gpus[i].sites);
     }
     free(gpus);
-    for (size_t i = 0; i < m.nprocs; i++)
-        if (r.loaded[i]) {
-            if (status == CLI_EXIT_OK)
-                stacks_store_symbols(m.procs[i].trace, &r.stacks[i]);
-            stacks_free(&r.stacks[i]);
-        }
-    free(r.stacks);
-    free(r.loaded);
     for (size_t i = 0; i < r.nnotes; i++)
         free(r.notes[i]);
     free(r.notes);
     symbolizer_free(r.sym);
+    /* The names are stored once the traces are closed (stacks.h says why). */
+    size_t nprocs = m.nprocs;
+    char **paths = xcalloc(nprocs ? nprocs : 1, sizeof(*paths));
+    for (size_t i = 0; i < nprocs; i++)
+        if (r.loaded[i] && status == CLI_EXIT_OK)
+            paths[i] = xstrdup(m.procs[i].trace->path);
     gm_free(&m);
     trace_set_close(&set);
+    for (size_t i = 0; i < nprocs; i++) {
+        if (paths[i])
+            stacks_store_symbols(paths[i], &r.stacks[i]);
+        if (r.loaded[i])
+            stacks_free(&r.stacks[i]);
+        free(paths[i]);
+    }
+    free(paths);
+    free(r.stacks);
+    free(r.loaded);
     return status;
 }
 
@@ -876,6 +923,6 @@ int cmd_sites(int argc, char **argv)
         return cli_usage_error(argv[0], "--gpu needs a uuid prefix or an index");
     struct at_spec at;
     if (!parse_at(at_arg, &at))
-        return cli_usage_error(argv[0], "--at %s: not a moment (see --help)", at_arg);
+        return cli_usage_error(argv[0], "--at %s: not a moment", at_arg);
     return report(argv[optind], gpu_arg, &at, (size_t)top, json, folded);
 }

@@ -23,6 +23,7 @@
 #include "diff_analysis.h"
 
 #include "cli.h"
+#include "nccl.h"
 #include "units.h"
 
 #include <assert.h>
@@ -949,21 +950,9 @@ static uint32_t alloc_site(struct diff *d, int side, uint32_t proc, const struct
 {
     struct diff_run *r = &d->run[side];
     const struct gm_model *m = &r->m;
-    if (!r->stacks) {
-        r->stacks = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks));
-        r->stacks_loaded = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks_loaded));
-    }
-    if (!d->sym)
-        d->sym = symbolizer_new();
     const struct gm_process *p = &m->procs[proc];
-    if (!r->stacks_loaded[proc]) {
-        r->stacks_loaded[proc] = true;
-        if (stacks_load((struct trace *)p->trace, d->sym, &r->stacks[proc]) != 0) {
-            stacks_free(&r->stacks[proc]);
-            memset(&r->stacks[proc], 0, sizeof(r->stacks[proc]));
-        }
-    }
-    if (!r->stacks[proc].present)
+    assert(r->stacks_loaded && r->stacks_loaded[proc] && "load_stacks runs first");
+    if (!d->sites_compared)
         return string_id(d, "");
     enum site_kind kind;
     char *site = stacks_call_site(&r->stacks[proc], a->seq, gm_api_name(m, p->events[a->event].api),
@@ -1465,7 +1454,18 @@ static int build_comms(struct diff *d, struct diff_run *r)
     for (size_t pi = 0; pi < m->nprocs && rc == 0; pi++) {
         const struct gm_process *p = &m->procs[pi];
         struct trace *t = (struct trace *)p->trace;
-        if (t->format_version < 2)
+        /* The NCCL views are checked as `cutrace summary` checks them: a
+         * trace from before NCCL was recorded has none (fine), one with
+         * damaged views is refused with the same line. */
+        struct nccl_info info;
+        if (nccl_load(t, false, false, &info) != 0) {
+            trace_report_error(t);
+            rc = -1;
+            break;
+        }
+        bool present = info.present;
+        nccl_info_free(&info);
+        if (!present)
             continue;
         r->nccl_recorded = true;
         sqlite3_stmt *stmt = trace_query(t,
@@ -1474,6 +1474,7 @@ static int build_comms(struct diff *d, struct diff_run *r)
                                          " FROM collectives GROUP BY comm_id, op",
                                          "");
         if (!stmt) {
+            trace_report_error(t);
             rc = -1;
             break;
         }
@@ -1854,6 +1855,69 @@ static int load_run(struct diff_run *r, const char *path)
     return 0;
 }
 
+/* Whether a process's stacks name call sites: recorded, and not off. */
+static bool names_sites(const struct stack_set *s)
+{
+    return s->present && !(s->config && strstr(s->config, "native=off python=off"));
+}
+
+/*
+ * The stacks of every process of a run, loaded before anything is compared:
+ * a damaged stack table is a damaged trace, refused with its one line as
+ * `cutrace sites` refuses it. Calling it "no stacks" would make every
+ * allocation of that run differ from the other's by its site. Returns
+ * CLI_EXIT_BAD_INPUT after printing.
+ */
+static int load_stacks(struct diff *d, int side)
+{
+    struct diff_run *r = &d->run[side];
+    const struct gm_model *m = &r->m;
+    r->stacks = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks));
+    r->stacks_loaded = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->stacks_loaded));
+    if (!d->sym)
+        d->sym = symbolizer_new();
+    for (size_t i = 0; i < m->nprocs; i++) {
+        /* gpumodel holds a const trace; loading only reads it. */
+        struct trace *t = (struct trace *)m->procs[i].trace;
+        if (stacks_load(t, d->sym, &r->stacks[i]) != 0) {
+            trace_report_error(t);
+            return CLI_EXIT_BAD_INPUT;
+        }
+        r->stacks_loaded[i] = true;
+    }
+    return 0;
+}
+
+/* Call sites are compared only when every process of both runs has them: a
+ * run of format 3, or with stacks off, would differ from the other in every
+ * allocation's site. When some have them and some not, a note says whose
+ * are missing. */
+static void decide_sites(struct diff *d)
+{
+    int missing_side = -1;
+    size_t missing = 0;
+    bool some = false;
+    for (int side = 0; side < 2; side++)
+        for (size_t i = 0; i < d->run[side].m.nprocs; i++) {
+            bool has = names_sites(&d->run[side].stacks[i]);
+            some |= has;
+            if (!has && missing_side < 0) {
+                missing_side = side;
+                missing = i;
+            }
+        }
+    d->sites_compared = missing_side < 0;
+    if (d->sites_compared || !some)
+        return;
+    const struct diff_run *r = &d->run[missing_side];
+    char name[64];
+    gm_process_name(name, sizeof(name), &r->m.procs[missing]);
+    add_note(d, xasprintf("call sites are not compared: %s: %s has no call stacks (%s)",
+                          missing_side ? "B" : "A", name,
+                          r->stacks[missing].present ? "stacks were off"
+                                                     : "a trace of format 3 or older"));
+}
+
 static void compare_ends(struct diff *d)
 {
     const struct diff_run *A = &d->run[DIFF_A], *B = &d->run[DIFF_B];
@@ -1888,6 +1952,12 @@ int diff_run_all(struct diff *d, struct diff_options *o)
         if (rc != 0)
             return rc;
     }
+    for (int side = 0; side < 2; side++) {
+        int rc = load_stacks(d, side);
+        if (rc != 0)
+            return rc;
+    }
+    decide_sites(d);
     for (int side = 0; side < 2; side++) {
         struct diff_run *r = &d->run[side];
         build_gpus(d, r);

@@ -131,7 +131,7 @@ struct diff_alloc_row {
     int64_t phase;        /* the row that starts the phase; -1 before the first common milestone */
     int64_t phase_end;    /* the next row matched somewhere, -1 none */
     uint32_t api, module; /* diff-wide string ids (module "" unknown) */
-    uint32_t site;        /* the call site, diff-wide; "" until traces carry stacks */
+    uint32_t site;        /* the call site, diff-wide; "" when sites are not compared */
     int64_t size;
     uint8_t category;
     int64_t count[2], bytes[2]; /* summed over pairs */
@@ -264,6 +264,7 @@ struct diff {
     struct diff_options *o;
     struct diff_run run[2];
     struct symbolizer *sym;  /* names native frames of both runs, with one cache */
+    bool sites_compared;     /* every process of both runs has call stacks */
     struct diff_pair *pairs; /* ranks first, ascending, then ordinals, then uuids */
     size_t npairs;
     struct diff_row *rows;

@@ -165,11 +165,20 @@ static int parse(const struct image *im, struct elf_symtab *out, char *err, size
 int elf_symtab_load(const char *path, struct elf_symtab *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    /* Opening is itself an action on a device node (a tape rewinds, a
+     * watchdog arms, a FIFO's writer wakes up): the path is checked to name
+     * a regular file first, and what was opened is checked to be that same
+     * file, so a swap in between is refused too. */
+    struct stat named, st;
+    if (stat(path, &named) != 0)
+        return fail(err, errlen, "%s", strerror(errno));
+    if (!S_ISREG(named.st_mode))
+        return fail(err, errlen, "%s", "not a regular file");
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return fail(err, errlen, "%s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != named.st_dev ||
+        st.st_ino != named.st_ino) {
         close(fd);
         return fail(err, errlen, "%s", "not a regular file");
     }

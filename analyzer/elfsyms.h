@@ -5,9 +5,10 @@
  * Reads ELF64 little-endian files (x86-64, aarch64): the full symbol table
  * (.symtab) when the file has one, else the dynamic one (.dynsym), and the
  * build id note. The file's path comes from a trace, so it is untrusted:
- * only regular files are opened (without blocking, so a FIFO planted at the
- * path cannot hang the report), every offset and size is checked against
- * the file, and a bad file is a one-line error, never a crash.
+ * only regular files are opened (checked before the open, since opening a
+ * device node acts on it, and opened without blocking), every offset and
+ * size is checked against the file, and a bad file is a one-line error,
+ * never a crash.
  *
  * Self-contained (libc only), so the unit tests link it alone.
  */

@@ -95,27 +95,33 @@ struct loader {
     bool linetables; /* and the trace has py_linetables, with its columns */
 };
 
+/* The tables and views of format 4 that stacks_load reads. */
+static const char *const STACK_OBJECTS[] = {"stacks", "stack_frames", "loaded_modules", "py_code",
+                                            "symbols"};
+
 static int present(struct trace *t, bool *yes)
 {
     *yes = false;
     if (t->format_version < 4)
         return 0;
-    sqlite3_stmt *q = trace_query(t,
-                                  "SELECT count(*) FROM sqlite_schema WHERE name IN"
-                                  " ('stacks', 'loaded_modules', 'py_code', 'stack_frames')",
-                                  "");
-    if (!q)
-        return -1;
-    int rc = trace_step(t, q);
-    int64_t n = rc == 1 ? col_int(q, 0, 0) : 0;
-    sqlite3_finalize(q);
-    if (rc < 0)
-        return -1;
-    if (n != 4)
-        return trace_fail(t,
-                          "incomplete cutrace trace: format %" PRId64
-                          " without its stack tables (stacks, loaded_modules)",
-                          t->format_version);
+    for (size_t i = 0; i < sizeof(STACK_OBJECTS) / sizeof(STACK_OBJECTS[0]); i++) {
+        sqlite3_stmt *q = trace_query(t,
+                                      "SELECT count(*) FROM sqlite_schema WHERE type IN"
+                                      " ('table', 'view') AND name = ?",
+                                      "t", STACK_OBJECTS[i]);
+        if (!q)
+            return -1;
+        int rc = trace_step(t, q);
+        int64_t n = rc == 1 ? col_int(q, 0, 0) : 0;
+        sqlite3_finalize(q);
+        if (rc < 0)
+            return -1;
+        if (n == 0)
+            return trace_fail(t,
+                              "incomplete cutrace trace: format %" PRId64
+                              " without its stack tables (no table or view '%s')",
+                              t->format_version, STACK_OBJECTS[i]);
+    }
     *yes = true;
     return 0;
 }
@@ -877,7 +883,7 @@ char *stacks_python_function(struct trace *t, int64_t seq, const char *const *na
     return found;
 }
 
-void stacks_store_symbols(const struct trace *t, const struct stack_set *s)
+void stacks_store_symbols(const char *path, const struct stack_set *s)
 {
     bool any = false;
     for (size_t i = 0; i < s->nstacks && !any; i++)
@@ -886,7 +892,7 @@ void stacks_store_symbols(const struct trace *t, const struct stack_set *s)
     if (!s->present || !any)
         return;
     sqlite3 *db = NULL;
-    if (sqlite3_open_v2(t->path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
         SQLITE_OK) {
         sqlite3_close(db);
         return;

@@ -150,9 +150,12 @@ char *stacks_python_function(struct trace *t, int64_t seq, const char *const *na
  * Stores the names this run gave native frames in the trace's symbols
  * table, so that its stacks view shows them to SQL users (and to runs on
  * machines without the modules). Best effort: a trace that cannot be
- * written (read-only, locked) is left as it was, silently.
+ * written (read-only, locked) is left as it was, silently. Call it with
+ * the trace closed (trace_close): a rollback-journal trace cannot be
+ * written while a read transaction of this process holds it, and a WAL
+ * one keeps its -wal and -shm files unless this is its last connection.
  */
-void stacks_store_symbols(const struct trace *t, const struct stack_set *s);
+void stacks_store_symbols(const char *path, const struct stack_set *s);
 
 /* The frames as a JSON array of {kind, module, symbol, offset, file, line}. */
 void stacks_json_frames(struct json_writer *w, const struct stack *st);

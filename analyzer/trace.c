@@ -22,9 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SQLITE_MAGIC      "SQLite format 3"
-#define BUSY_TIMEOUT_MS   5000
-#define MAX_REQUIRED_COLS 16
+#define SQLITE_MAGIC       "SQLite format 3"
+#define SQLITE_VERSIONS_AT 18 /* header offset of the write and read format versions */
+#define BUSY_TIMEOUT_MS    5000
+#define MAX_REQUIRED_COLS  16
 
 /* Columns the reports read; a trace lacking one is refused up front rather
  * than failing halfway through a report. */
@@ -269,9 +270,11 @@ static int open_connection(struct trace *t, const char *path, bool immutable)
 }
 
 /* The checks that need no SQLite: SQLite opens an empty or foreign file
- * without complaint and only fails on the first query, with vaguer words. */
-static int check_file(struct trace *t, const char *path)
+ * without complaint and only fails on the first query, with vaguer words.
+ * *wal_mode: the header says the file is in WAL mode. */
+static int check_file(struct trace *t, const char *path, bool *wal_mode)
 {
+    *wal_mode = false;
     struct stat st;
     if (stat(path, &st) != 0)
         return trace_fail(t, "cannot open: %s", strerror(errno));
@@ -282,15 +285,64 @@ static int check_file(struct trace *t, const char *path)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return trace_fail(t, "cannot open: %s", strerror(errno));
-    char magic[sizeof(SQLITE_MAGIC)];
-    ssize_t n = read(fd, magic, sizeof(magic));
+    /* The magic, then the file format's write and read versions: 2 and 2
+     * is WAL mode (sqlite.org/fileformat.html, "The Database Header"). */
+    unsigned char header[SQLITE_VERSIONS_AT + 2];
+    ssize_t n = read(fd, header, sizeof(header));
     int saved = errno;
     close(fd);
     if (n < 0)
         return trace_fail(t, "cannot read: %s", strerror(saved));
-    if ((size_t)n < sizeof(magic) || memcmp(magic, SQLITE_MAGIC, sizeof(magic)) != 0)
+    if ((size_t)n < sizeof(SQLITE_MAGIC) || memcmp(header, SQLITE_MAGIC, sizeof(SQLITE_MAGIC)) != 0)
         return trace_fail(t, "not an SQLite database, so not a cutrace trace");
+    *wal_mode = (size_t)n == sizeof(header) && header[SQLITE_VERSIONS_AT] == 2 &&
+                header[SQLITE_VERSIONS_AT + 1] == 2;
     return 0;
+}
+
+/* Whether path+suffix names nothing (a name that cannot be checked counts as there). */
+static bool absent(const char *path, const char *suffix)
+{
+    char *name = xasprintf("%s%s", path, suffix);
+    struct stat st;
+    bool none = lstat(name, &st) != 0 && errno == ENOENT;
+    free(name);
+    return none;
+}
+
+/*
+ * Whether a WAL-mode trace can be read with SQLite's immutable option,
+ * which takes no locks and creates no files. Read normally, a WAL database
+ * makes SQLite create <trace>-wal and <trace>-shm, and a read-only
+ * connection cannot delete them when it closes (only a writer that is the
+ * last connection does): every report would leave two files behind.
+ *
+ * Immutable is safe when the file cannot change while it is read, and that
+ * holds when neither <trace>-wal, <trace>-shm nor the ring <base>.ring
+ * exists: every connection to a WAL database holds both files while it is
+ * open (so none is open, and no committed data waits in a -wal file), and
+ * the writers a trace has keep its ring while they write: its own process
+ * (which publishes the ring before its writer opens the trace, and deletes
+ * it after closing the trace for good) and crash recovery (which deletes
+ * the ring it folds only after closing the trace). Left: a process that
+ * starts writing in the instant after this check, having just published
+ * its trace (complete, closed, without calls). Its writes go to the -wal
+ * file; the main file changes only at a checkpoint, after 1000 pages of
+ * them, far later than a report has read it. A trace name not ending in .db
+ * has no ring name to check, so it is read normally. In every other case
+ * the normal read, with SQLite's locking, is what keeps a live writer's
+ * trace consistent, and the files it creates are the writer's own or a
+ * dead writer's, found there.
+ */
+static bool finished_wal_trace(const char *path)
+{
+    size_t len = strlen(path);
+    if (len <= 3 || strcmp(path + len - 3, ".db") != 0)
+        return false;
+    char *base = xstrndup(path, len - 3);
+    bool no_ring = absent(base, ".ring");
+    free(base);
+    return no_ring && absent(path, "-wal") && absent(path, "-shm");
 }
 
 /* Names of the tables and views, one string per line; the first query of a
@@ -569,7 +621,9 @@ int trace_open(struct trace *t, const char *path)
     const char *slash = strrchr(path, '/');
     t->file = xstrdup(slash ? slash + 1 : path);
 
-    if (check_file(t, path) != 0 || open_connection(t, path, false) != 0)
+    bool wal_mode;
+    if (check_file(t, path, &wal_mode) != 0 ||
+        open_connection(t, path, wal_mode && finished_wal_trace(path)) != 0)
         return -1;
 
     char **names = NULL;

@@ -2,14 +2,15 @@
 #
 #   make fuzz [FUZZ_SECONDS=60]   seed corpora from real traces, then run each
 #                                 fuzzer for FUZZ_SECONDS and print how many
-#                                 inputs it ran; fails on any crash
+#                                 inputs it ran; fails on any crash or leak
 #   make fuzz-build               only build $(BUILD)/fuzz/fuzz_{trace,ring}
 #
 # Not part of `make test`: it takes minutes and needs clang (clang 14 with
 # libclang-rt-14-dev: libFuzzer, ASan, UBSan).
 #
 #   fuzz_trace   a trace file (x.db) through the loader and every report of one
-#                trace (summary, collectives, timeline, budget, sites)
+#                trace (summary, collectives, timeline, budget, sites), and
+#                `diff` of it against a copy of itself
 #   fuzz_ring    a ring file (x.ring) beside a valid trace through `recover`
 #                and `summary`
 #
@@ -33,8 +34,12 @@ FUZZ_LIB_OBJS = $(patsubst %.c,$(FUZZ_OBJ)/%.o,$(ANALYZER_LIB_SRCS) fuzz/fuzz_su
 
 # -close_fd_mask=3: the reports' stdout and error lines are noise here;
 # libFuzzer keeps its own output and sanitizer reports on a copy of stderr.
+# Leaks are findings: -detect_leaks=1 (libFuzzer checks each input whose run
+# allocated more than it freed) and LeakSanitizer on in ASAN_OPTIONS, after
+# whatever the environment says, so neither can be left off by accident.
 FUZZ_FLAGS = -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 -close_fd_mask=3 \
-             -print_final_stats=1 -artifact_prefix=$(FUZZ_OUT)/
+             -detect_leaks=1 -print_final_stats=1 -artifact_prefix=$(FUZZ_OUT)/
+FUZZ_ENV   = ASAN_OPTIONS=$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}detect_leaks=1 TMPDIR=$(FUZZ_TMPDIR)
 # A real ring is 528 KiB at the smallest (CUTRACE_BUFFER_MB=1): inputs that
 # large make each run slow and most mutations land in record bytes. The
 # shrunk seed (8 KiB) carries the structure; the real one is read truncated.
@@ -73,7 +78,7 @@ fuzz: fuzz-build fuzz-corpus
 	    kind=$${t#fuzz_}; \
 	    echo "== $$t: $(FUZZ_SECONDS) s on $(FUZZ_CORPUS)/$$kind"; \
 	    case $$t in fuzz_ring) extra=-max_len=$(FUZZ_RING_MAX_LEN) ;; *) extra= ;; esac; \
-	    if ! TMPDIR=$(FUZZ_TMPDIR) $(FUZZ_OUT)/$$t $(FUZZ_FLAGS) $$extra $(FUZZ_CORPUS)/$$kind \
+	    if ! $(FUZZ_ENV) $(FUZZ_OUT)/$$t $(FUZZ_FLAGS) $$extra $(FUZZ_CORPUS)/$$kind \
 	            > $(FUZZ_OUT)/$$t.log 2>&1; then \
 	        tail -n 60 $(FUZZ_OUT)/$$t.log; \
 	        echo "$$t: FAILED (log: $(FUZZ_OUT)/$$t.log, input: $(FUZZ_OUT)/crash-* or leak-*)"; \
@@ -82,7 +87,7 @@ fuzz: fuzz-build fuzz-corpus
 	    runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_OUT)/$$t.log); \
 	    cov=$$(grep -o 'cov: [0-9]*' $(FUZZ_OUT)/$$t.log | tail -n 1); \
 	    units=$$(ls $(FUZZ_CORPUS)/$$kind | wc -l); \
-	    echo "$$t: $$runs executions in $(FUZZ_SECONDS) s, no crash ($$cov, corpus $$units files)"; \
+	    echo "$$t: $$runs executions in $(FUZZ_SECONDS) s, no crash or leak ($$cov, corpus $$units files)"; \
 	done
 
 -include $(patsubst %.o,%.d,$(FUZZ_LIB_OBJS) $(FUZZ_TARGETS:%=$(FUZZ_OBJ)/fuzz/%.o))

@@ -4,7 +4,8 @@
  * ring-folding step), the GPU model (analyzer/gpumodel.c), the stacks and
  * every report that reads one trace (summary, collectives, timeline, budget
  * for both frameworks, sites: text and JSON) run over it in-process,
- * exactly as `cutrace summary x.db` would.
+ * exactly as `cutrace summary x.db` would; then `cutrace diff` compares it
+ * with a copy of itself (y.db), which reads it as two runs.
  *
  * What counts as a bug: a crash, an assertion, an AddressSanitizer or
  * UndefinedBehaviorSanitizer report, a leak, or an exit status outside
@@ -14,8 +15,10 @@
 #include "cli.h"
 #include "fuzz_support.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -49,5 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_run_args(cmd_budget, vllm);
     fuzz_run_args(cmd_sites, sites);
     fuzz_run_args(cmd_sites, folded);
+    /* Two files, so not "the same run"; x.db as the reports above left it.
+     * Text or JSON by the input's length: both printers, at one diff a run. */
+    fuzz_write("y.db", data, size);
+    char y[PATH_MAX + 256];
+    snprintf(y, sizeof(y), "%s", fuzz_path("y.db"));
+    const char *diff_json[] = {"diff", "--json", fuzz_path("x.db"), y, NULL};
+    const char *diff_text[] = {"diff", fuzz_path("x.db"), y, NULL};
+    fuzz_run_args(cmd_diff, size & 1 ? diff_json : diff_text);
     return 0;
 }

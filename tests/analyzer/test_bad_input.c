@@ -11,6 +11,7 @@
 
 #include "cutrace/format.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,188 @@ START_TEST(test_single_bad_file_argument)
 }
 END_TEST
 
+/* A copy of the normal scenario in its own directory under dir, damaged
+ * by sql; returns the directory. */
+static char *damaged_scenario(const char *dir, const char *name, const char *sql)
+{
+    char *sub = join(dir, name);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    char *path = scenario_normal(sub);
+    sqlite3 *db = NULL;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(db));
+    sqlite3_close(db);
+    free(path);
+    return sub;
+}
+
+/* `cutrace diff` refuses a trace the way `cutrace summary` does, with the
+ * same line: here the view the NCCL views are built on is gone. */
+START_TEST(test_diff_refuses_what_summary_refuses)
+{
+    char *dir = scratch_dir();
+    char *good = join(dir, "good");
+    ck_assert_int_eq(mkdir(good, 0700), 0);
+    free(scenario_normal(good));
+    char *bad = damaged_scenario(dir, "bad", "DROP VIEW nccl_events");
+    const char *needle = "'communicators' is unusable";
+    struct proc_result r = report_of("summary", bad, false);
+    assert_one_line_error(&r, "bad/node1-4242-", needle);
+    proc_result_free(&r);
+    for (int json = 0; json <= 1; json++)
+        for (int side = 0; side < 2; side++) {
+            const char *args[] = {"diff", side ? bad : good, side ? good : bad,
+                                  json ? "--json" : NULL, NULL};
+            r = run_cutrace(args, NULL);
+            assert_one_line_error(&r, "bad/node1-4242-", needle);
+            proc_result_free(&r);
+        }
+    free(good);
+    free(bad);
+    scratch_remove(dir);
+}
+END_TEST
+
+/*
+ * Damaged stack tables: the reports that read stacks (sites, and diff for
+ * the allocations' call sites) refuse the trace with one line naming it,
+ * leaking nothing on the way (the sanitizer run of these tests checks
+ * leaks: stacks_load once left its string table behind here, which is what
+ * stopped `make fuzz` within a thousand runs). Before, diff took such a
+ * trace for one without stacks, and every allocation of that run differed
+ * from the other's by its site.
+ */
+START_TEST(test_damaged_stack_tables)
+{
+    static const struct {
+        const char *sql, *needle;
+    } cases[] = {
+        {"DROP TABLE stack_frames", "without its stack tables (no table or view 'stack_frames')"},
+        {"DROP VIEW stacks", "without its stack tables (no table or view 'stacks')"},
+        {"DROP TABLE py_code", "without its stack tables (no table or view 'py_code')"},
+        {"DROP TABLE loaded_modules", "no table or view 'loaded_modules'"},
+        {"DROP TABLE symbols", "no table or view 'symbols'"},
+        {"DROP VIEW stacks; CREATE VIEW stacks AS SELECT 1 AS x", "no such column"},
+    };
+    char *dir = scratch_dir();
+    char *good = join(dir, "good");
+    ck_assert_int_eq(mkdir(good, 0700), 0);
+    free(scenario_normal(good));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "case%zu", i);
+        char *bad = damaged_scenario(dir, name, cases[i].sql);
+        const char *modes[] = {NULL, "--json", "--folded"};
+        for (size_t m = 0; m < 3; m++) {
+            const char *args[] = {"sites", bad, modes[m], NULL};
+            struct proc_result r = run_cutrace(args, NULL);
+            assert_one_line_error(&r, name, cases[i].needle);
+            proc_result_free(&r);
+        }
+        const char *args[] = {"diff", good, bad, NULL};
+        struct proc_result r = run_cutrace(args, NULL);
+        assert_one_line_error(&r, name, cases[i].needle);
+        proc_result_free(&r);
+        free(bad);
+    }
+    free(good);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* `sites --at seq:N` names a call: one the trace does not have is a usage
+ * error naming the trace and its calls, never the last call's moment. */
+START_TEST(test_sites_at_a_call_the_trace_lacks)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_normal(dir);
+    char range[64];
+    snprintf(range, sizeof(range), "its calls are seq 1 to %d", NORMAL_CALLS);
+    static const char *const beyond[] = {"seq:99999", "seq:14", "seq:4242:14"};
+    for (size_t i = 0; i < sizeof(beyond) / sizeof(beyond[0]); i++)
+        for (int json = 0; json <= 1; json++) {
+            const char *args[] = {"sites", "--at", beyond[i], dir, json ? "--json" : NULL, NULL};
+            struct proc_result r = run_cutrace(args, NULL);
+            ck_assert_msg(r.status == 2, "%s: exit %d", beyond[i], r.status);
+            ck_assert_uint_eq(r.out_len, 0);
+            ck_assert_uint_eq(count_lines(r.err), 1);
+            assert_contains(r.err, beyond[i]);
+            assert_contains(r.err, strrchr(path, '/') + 1);
+            assert_contains(r.err, range);
+            proc_result_free(&r);
+        }
+    const char *other_pid[] = {"sites", "--at", "seq:77:3", dir, NULL};
+    struct proc_result r = run_cutrace(other_pid, NULL);
+    ck_assert_int_eq(r.status, 2);
+    assert_contains(r.err, "no process 77");
+    proc_result_free(&r);
+    /* the last call itself is a moment */
+    char last[32];
+    snprintf(last, sizeof(last), "seq:%d", NORMAL_CALLS);
+    const char *ok[] = {"sites", "--at", last, dir, NULL};
+    r = run_cutrace(ok, NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* One process (pid 90) that made one cudaMalloc of 1 MiB from load_weights
+ * (model.py:10), or, without stacks, with stacks off. */
+static void write_stacked_run(const char *dir, bool stacks)
+{
+    char *path = fixture_trace_path(dir, "node1", 90, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = 90, .host = "node1", .start_wall_ns = NORMAL_START_WALL};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_meta(f, "stacks",
+                 stacks ? "native=libunwind python=on depth=32 on=memory"
+                        : "native=off python=off");
+    int64_t seq = fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000, 1 * MiB, 0);
+    if (stacks) {
+        struct fixture_frame frame = {
+            .python = 1, .symbol = "load_weights", .file = "model.py", .line = 10, .entry = 1};
+        fixture_stack(f, 1, &frame, 1);
+        fixture_call_stack(f, seq, 1);
+    }
+    fixture_close(f);
+    free(path);
+}
+
+/* A run whose traces have no call stacks (stacks off, or format 3) against
+ * one whose traces have them: the allocations are the same, so the runs
+ * match; call sites are left out of the comparison, with a note, instead
+ * of every allocation differing by a site one side cannot have. */
+START_TEST(test_diff_with_and_without_stacks)
+{
+    char *dir = scratch_dir();
+    char *with = join(dir, "with"), *without = join(dir, "without");
+    ck_assert_int_eq(mkdir(with, 0700), 0);
+    ck_assert_int_eq(mkdir(without, 0700), 0);
+    write_stacked_run(with, true);
+    write_stacked_run(without, false);
+    const char *args[] = {"diff", with, without, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    assert_contains(r.out, "the runs match");
+    assert_contains(r.out, "call sites are not compared: B: pid 90 has no call stacks (stacks "
+                           "were off)");
+    proc_result_free(&r);
+    /* the same in JSON: nothing differs */
+    const char *json[] = {"diff", "--json", with, without, NULL};
+    r = run_cutrace(json, NULL);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, "\"differences\": []");
+    proc_result_free(&r);
+    free(with);
+    free(without);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *bad_input_suite(void)
 {
     Suite *s = suite_create("bad_input");
@@ -365,6 +548,10 @@ Suite *bad_input_suite(void)
     tcase_add_test(tc, test_bit_flips_never_crash);
     tcase_add_test(tc, test_bit_flips_nccl_trace);
     tcase_add_test(tc, test_single_bad_file_argument);
+    tcase_add_test(tc, test_diff_refuses_what_summary_refuses);
+    tcase_add_test(tc, test_damaged_stack_tables);
+    tcase_add_test(tc, test_sites_at_a_call_the_trace_lacks);
+    tcase_add_test(tc, test_diff_with_and_without_stacks);
     suite_add_tcase(s, tc);
     return s;
 }

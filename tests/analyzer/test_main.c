@@ -12,6 +12,7 @@ Suite *timeline_suite(void);
 Suite *budget_suite(void);
 Suite *diff_suite(void);         /* test_diff.c */
 Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
+Suite *readonly_suite(void);     /* test_readonly.c */
 
 int main(void)
 {
@@ -30,6 +31,7 @@ int main(void)
     srunner_add_suite(runner, budget_suite());
     srunner_add_suite(runner, diff_suite());
     srunner_add_suite(runner, stacks_merge_suite());
+    srunner_add_suite(runner, readonly_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
