@@ -23,5 +23,6 @@ Suite *diff_suite(void);
 Suite *run_suite(void);
 Suite *budget_names_suite(void);
 Suite *pyframes_suite(void);
+Suite *creation_kill_suite(void);
 
 #endif
