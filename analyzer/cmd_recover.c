@@ -3,12 +3,16 @@
  * buffers (.ring files) that killed processes left beside their traces into
  * those traces, and says what it did for each (recover.h does the work).
  *
+ * Then it cleans what processes killed while creating their trace files
+ * left (leftovers.h) and says so, one line each.
+ *
  * Every report folds rings by itself before reading; this command exists to
  * do it explicitly, to see what was recovered, and to fold where a report
  * could not (it fails loudly where a report only warns).
  */
 #include "cli.h"
 #include "json.h"
+#include "leftovers.h"
 #include "recover.h"
 #include "table.h"
 
@@ -29,15 +33,18 @@ static const char usage[] =
     "*.ring file in DIR (or the ring beside FILE.db), add the records that had\n"
     "not reached the trace, note how the process ended (meta end_state\n"
     "'killed' unless the ring says otherwise) and delete the ring. A ring of a\n"
-    "process that is still running is left alone. Running it again is a no-op.\n"
-    "Reports (cutrace summary) do the same by themselves before reading.\n"
+    "process that is still running is left alone. Then clean what processes\n"
+    "killed while creating their traces left: remove their .db.tmp and .ring.tmp\n"
+    "files, and mark a trace with no ring that still says running 'killed',\n"
+    "once its process is gone. Running it again is a no-op. Reports (cutrace\n"
+    "summary) do the same by themselves before reading.\n"
     "\n"
     "options:\n"
     "  --json      one JSON document with every number\n"
     "  -h, --help  show this help\n"
     "\n"
     "exit status: 0 every ring folded or skipped as live, 1 a ring or trace\n"
-    "could not be used or written, 2 usage error\n";
+    "could not be used or written, or a leftover not removed, 2 usage error\n";
 
 static const char *base_name(const char *path)
 {
@@ -153,6 +160,138 @@ static void print_json_ring(struct json_writer *w, const struct recover_result *
     json_object_end(w);
 }
 
+/* ---- leftovers of trace creation ---- */
+
+static const char *leftover_kind_key(enum leftover_kind kind)
+{
+    switch (kind) {
+    case LEFTOVER_DB_TMP:
+        return "db_tmp";
+    case LEFTOVER_RING_TMP:
+        return "ring_tmp";
+    case LEFTOVER_TRACE:
+        return "trace";
+    }
+    return "trace";
+}
+
+static const char *leftover_status_key(const struct leftover *l)
+{
+    switch (l->status) {
+    case LEFTOVER_CLEANED:
+        return l->kind == LEFTOVER_TRACE ? "marked" : "removed";
+    case LEFTOVER_LIVE:
+        return "live";
+    case LEFTOVER_FOREIGN:
+        return "foreign";
+    case LEFTOVER_FAILED:
+    case LEFTOVER_NONE:
+        break;
+    }
+    return "error";
+}
+
+/* The one line of text for a leftover handled without error. */
+static void print_leftover_text(const struct leftover *l)
+{
+    const char *name = base_name(l->path);
+    switch (l->status) {
+    case LEFTOVER_CLEANED:
+        if (l->kind == LEFTOVER_TRACE) {
+            fputs("marked ", stdout);
+            print_safe(name);
+            printf(" ended: killed (process %" PRId64 " %s and left no ring: ", l->pid, l->why);
+            print_safe(l->end_note);
+            fputs(")\n", stdout);
+            break;
+        }
+        fputs("removed ", stdout);
+        print_safe(name);
+        if (l->side_files[0]) {
+            fputs(" (and its ", stdout);
+            print_safe(l->side_files);
+            putchar(')');
+        }
+        printf(": the unfinished %s of process %" PRId64 ", which %s\n",
+               l->kind == LEFTOVER_DB_TMP ? "trace" : "crash buffer", l->pid, l->why);
+        break;
+    case LEFTOVER_LIVE:
+        fputs("skipped ", stdout);
+        print_safe(name);
+        printf(": process %" PRId64 " may still be running; left alone\n", l->pid);
+        break;
+    case LEFTOVER_FOREIGN:
+        fputs("skipped ", stdout);
+        print_safe(name);
+        fputs(": made on ", stdout);
+        if (l->host) {
+            fputs("host ", stdout);
+            print_safe(l->host);
+        } else {
+            fputs("another host", stdout);
+        }
+        fputs(", where its process may still run; left alone\n", stdout);
+        break;
+    case LEFTOVER_NONE:
+    case LEFTOVER_FAILED:
+        break; /* nothing, or stderr only */
+    }
+}
+
+static void print_leftover_json(struct json_writer *w, const struct leftover *l)
+{
+    bool cleaned = l->status == LEFTOVER_CLEANED;
+    json_object_begin(w);
+    json_kv_string(w, "file", base_name(l->path));
+    json_kv_string(w, "kind", leftover_kind_key(l->kind));
+    json_kv_string(w, "status", leftover_status_key(l));
+    json_kv_string(w, "error", l->status == LEFTOVER_FAILED ? l->error : NULL);
+    json_opt_int(w, "pid", l->pid > 0, l->pid);
+    json_kv_string(w, "host", l->host);
+    json_kv_string(w, "why_gone", l->why);
+    json_kv_string(w, "side_files_removed", cleaned && l->side_files[0] ? l->side_files : NULL);
+    bool marked = cleaned && l->kind == LEFTOVER_TRACE;
+    json_kv_string(w, "end_state", marked ? "killed" : NULL);
+    json_kv_string(w, "end_note", marked ? l->end_note : NULL);
+    json_object_end(w);
+}
+
+/* Cleans every leftover of path, reporting each; returns how many were
+ * reported, and sets *failures to how many could not be cleaned. */
+static size_t recover_leftovers(const char *path, bool json, struct json_writer *w,
+                                size_t *failures)
+{
+    struct leftover *items;
+    size_t count, reported = 0;
+    char err[256];
+    *failures = 0;
+    if (leftovers_find(path, &items, &count, err, sizeof(err)) != 0) {
+        cli_error(path, "%s", err);
+        (*failures)++;
+        return 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct leftover *l = &items[i];
+        leftover_clean(l);
+        if (l->status == LEFTOVER_NONE)
+            continue;
+        reported++;
+        if (l->status == LEFTOVER_FAILED) {
+            (*failures)++;
+            if (l->read_only)
+                cli_error(l->path, "%s; run cutrace recover where it is writable", l->error);
+            else
+                cli_error(l->path, "%s", l->error);
+        }
+        if (json)
+            print_leftover_json(w, l);
+        else
+            print_leftover_text(l);
+    }
+    leftovers_free(items, count);
+    return reported;
+}
+
 /* Reports a failed ring on stderr, one line; returns true if it failed. */
 static bool report_failure(const struct recover_result *r)
 {
@@ -229,8 +368,6 @@ int cmd_recover(int argc, char **argv)
         json_kv_string(&w, "path", path);
         json_key(&w, "rings");
         json_array_begin(&w);
-    } else if (count == 0) {
-        printf("nothing to recover in %s (no .ring files)\n", path);
     }
     int64_t folded = 0, live = 0, failed = 0, new_records = 0;
     for (size_t i = 0; i < count; i++) {
@@ -253,6 +390,17 @@ int cmd_recover(int argc, char **argv)
         recover_result_free(&r);
     }
     recover_free_rings(rings, count);
+    if (json) {
+        json_array_end(&w);
+        json_key(&w, "leftovers");
+        json_array_begin(&w);
+    }
+    size_t leftover_failures;
+    size_t leftovers = recover_leftovers(path, json, &w, &leftover_failures);
+    if (leftover_failures)
+        status = CLI_EXIT_BAD_INPUT;
+    if (!json && count == 0 && leftovers == 0)
+        printf("nothing to recover in %s (no .ring files)\n", path);
     if (json) {
         json_array_end(&w);
         json_key(&w, "totals");

@@ -14,6 +14,7 @@
 #include "recover.h"
 
 #include "cli.h"
+#include "leftovers.h"
 #include "trace.h"
 
 #include "../preload/core/ring.h"
@@ -424,10 +425,8 @@ static bool sqlite_blank(const char *path)
     return blank;
 }
 
-/* meta's value for key: *found tells a missing row; *text is NULL for a NULL
- * value; *integer is set when the value is an integer. */
-static int meta_get(sqlite3 *db, const char *key, bool *found, char **text, int64_t *integer,
-                    bool *is_integer)
+int recover_meta_get(struct sqlite3 *db, const char *key, bool *found, char **text,
+                     int64_t *integer, bool *is_integer)
 {
     *found = false;
     *text = NULL;
@@ -645,7 +644,7 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     bool found, is_int;
     char *text;
     int64_t value = 0;
-    rc = meta_get(db, "end_state", &found, &text, &value, &is_int);
+    rc = recover_meta_get(db, "end_state", &found, &text, &value, &is_int);
     if (rc != 0)
         return rc;
     r->end_state_before = text; /* r owns it now */
@@ -666,7 +665,7 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
             rc = ct_store_set_meta_int(store, "writer_stopped_after", r->writer_stopped_after);
     }
     if (rc == 0)
-        rc = meta_get(db, "recovered_records", &found, &text, &value, &is_int);
+        rc = recover_meta_get(db, "recovered_records", &found, &text, &value, &is_int);
     free(text);
     if (rc != 0)
         return rc;
@@ -742,6 +741,13 @@ static enum recover_status fold(struct recover_result *r, const struct ct_ring *
 
 /* ---- one ring ---- */
 
+enum recover_lock recover_ring_lock(int fd)
+{
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return RECOVER_LOCK_TAKEN;
+    return errno == EWOULDBLOCK ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;
+}
+
 /* Reads and checks the header of the open ring: RECOVER_FOLDED when sound. */
 static enum recover_status read_header(int fd, struct recover_result *r, struct ct_ring_header *h,
                                        struct stat *st)
@@ -773,12 +779,14 @@ static enum recover_status recover_open_ring(int fd, struct recover_result *r)
      */
     if (read_header(fd, r, &h, &st) != RECOVER_FOLDED)
         return r->status;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) {
-            r->pid = h.pid;
-            r->status = RECOVER_LIVE;
-            return RECOVER_LIVE;
-        }
+    switch (recover_ring_lock(fd)) {
+    case RECOVER_LOCK_TAKEN:
+        break;
+    case RECOVER_LOCK_HELD:
+        r->pid = h.pid;
+        r->status = RECOVER_LIVE;
+        return RECOVER_LIVE;
+    case RECOVER_LOCK_FAILED:
         return not_folded(r, false, "cannot lock it (%s), so cannot tell whether its process lives",
                           strerror(errno));
     }
@@ -892,6 +900,21 @@ void recover_free_rings(char **rings, size_t count)
     free(rings);
 }
 
+/* After the rings: what killed processes left while creating their traces.
+ * A leftover that cannot be cleaned changes nothing a report says (a
+ * temporary file is never read; a trace says "running, or killed"). */
+static void clean_leftovers_quietly(const char *path)
+{
+    struct leftover *items;
+    size_t count;
+    char err[256];
+    if (leftovers_find(path, &items, &count, err, sizeof(err)) != 0)
+        return;
+    for (size_t i = 0; i < count; i++)
+        leftover_clean(&items[i]);
+    leftovers_free(items, count);
+}
+
 int recover_fold_quietly(const char *path)
 {
     char **rings;
@@ -928,5 +951,7 @@ int recover_fold_quietly(const char *path)
         recover_result_free(&r);
     }
     recover_free_rings(rings, count);
+    if (rc == 0)
+        clean_leftovers_quietly(path);
     return rc;
 }

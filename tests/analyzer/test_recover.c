@@ -19,12 +19,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PID       4242
@@ -44,6 +48,10 @@ struct ring_spec {
     const char *writer_error; /* NULL: the writer did not give up */
     uint64_t stopped_after;
     uint64_t first, count, released;
+    /* The process the header names; 0 or NULL: PID, START_NS, 500000000, "boot-1". */
+    int64_t pid;
+    uint64_t start_wall_ns, start_mono_ns;
+    const char *boot_id;
 };
 
 static char *join(const char *dir, const char *name)
@@ -80,8 +88,10 @@ static void write_ring(const char *path, const struct ring_spec *spec)
     size_t bytes = ct_ring_bytes(capacity);
     void *mem = calloc(1, bytes);
     ck_assert_ptr_nonnull(mem);
-    struct ct_ring_owner owner = {PID, START_NS, 500000000, spec->db_name ? spec->db_name : DB_NAME,
-                                  "boot-1"};
+    struct ct_ring_owner owner = {
+        spec->pid ? spec->pid : PID, spec->start_wall_ns ? spec->start_wall_ns : START_NS,
+        spec->start_mono_ns ? spec->start_mono_ns : 500000000,
+        spec->db_name ? spec->db_name : DB_NAME, spec->boot_id ? spec->boot_id : "boot-1"};
     ct_ring_format(mem, capacity, &owner);
     struct ct_ring ring;
     ck_assert(ct_ring_attach(&ring, mem, bytes));
@@ -102,25 +112,42 @@ static void write_ring(const char *path, const struct ring_spec *spec)
     free(mem);
 }
 
-/* A trace with events 1..n (cudaMalloc, 1 MiB) of a process still running. */
-static char *make_trace(const char *dir, int n)
+/* A trace as the tracer publishes it before its ring: this host's process
+ * row, end_state as given (NULL: none), `calls` cudaMalloc calls. */
+static char *make_published(const char *dir, const char *host, int64_t pid, uint64_t wall,
+                            uint64_t mono, const char *boot_id, const char *end_state, int calls)
 {
-    char *path = fixture_trace_path(dir, HOST, PID, START_NS);
+    char *path = fixture_trace_path(dir, host, pid, (int64_t)wall);
     struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
-    struct fixture_process p = {.pid = PID,
+    struct fixture_process p = {.pid = pid,
                                 .ppid = 1,
-                                .host = HOST,
+                                .host = host,
                                 .cmdline = "python3 serve.py",
                                 .exe = "/usr/bin/python3",
-                                .start_wall_ns = START_NS,
-                                .start_mono_ns = 500000000};
+                                .start_wall_ns = (int64_t)wall,
+                                .start_mono_ns = (int64_t)mono};
     fixture_process(f, &p);
-    fixture_meta(f, "end_state", "running");
-    for (int i = 1; i <= n; i++)
+    if (end_state)
+        fixture_meta(f, "end_state", end_state);
+    for (int i = 1; i <= calls; i++)
         fixture_call(f, CT_API_cudaMalloc, 0, (int64_t)(0x7f0000000000 + (uint64_t)i * MIB), MIB,
                      0);
     fixture_close(f);
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    /* The fixture says 'exit' unless told otherwise; NULL: say nothing. */
+    char *sql = sqlite3_mprintf("UPDATE process SET boot_id = %Q;%s", boot_id,
+                                end_state ? "" : "DELETE FROM meta WHERE key = 'end_state'");
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(sql);
+    sqlite3_close(db);
     return path;
+}
+
+/* A trace with events 1..n (cudaMalloc, 1 MiB) of a process still running. */
+static char *make_trace(const char *dir, int n)
+{
+    return make_published(dir, HOST, PID, START_NS, 500000000, "boot-test", "running", n);
 }
 
 /* The usual case: trace 1..5, ring 1..10 with 1..3 released (4..10 left,
@@ -970,6 +997,364 @@ START_TEST(test_killed_process_counts_on_its_gpu)
 }
 END_TEST
 
+/* ---- what a process killed while creating its trace files leaves ---- */
+
+/* This host's name as the tracer puts it in file names (tracefile.c). */
+static const char *file_host(void)
+{
+    static char out[100];
+    char host[256] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        strcpy(host, "unknown");
+    size_t i = 0;
+    for (; host[i] && i + 1 < sizeof(out); i++) {
+        char c = host[i];
+        bool kept = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.';
+        out[i] = kept ? c : '_';
+    }
+    out[i] = '\0';
+    return out;
+}
+
+static const char *this_host(void)
+{
+    static char host[256];
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        strcpy(host, "unknown");
+    return host;
+}
+
+static const char *this_boot(void)
+{
+    static char id[64];
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(id, sizeof(id), f));
+    fclose(f);
+    id[strcspn(id, "\n")] = '\0';
+    return id;
+}
+
+static uint64_t clock_now(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The pid of a process that has exited and been reaped. */
+static int64_t gone_pid(void)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return pid;
+}
+
+/* DIR/.<host>-<pid>-<wall><suffix> (malloc'd): how the tracer names its temporaries. */
+static char *temp_path(const char *dir, const char *host, int64_t pid, uint64_t wall,
+                       const char *suffix)
+{
+    char *path = NULL;
+    ck_assert_int_ge(
+        asprintf(&path, "%s/.%s-%" PRId64 "-%" PRIu64 "%s", dir, host, pid, wall, suffix), 0);
+    return path;
+}
+
+/* The lock the tracer holds on its ring, of either kind the liveness test
+ * may read (flock or a POSIX record lock); held until fd is closed. */
+static int hold_tracer_lock(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    ck_assert_int_eq(fcntl(fd, F_SETLK, &lock), 0);
+    return fd;
+}
+
+static char *line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *line(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = NULL;
+    ck_assert_int_ge(vasprintf(&text, fmt, ap), 0);
+    va_end(ap);
+    return text;
+}
+
+static void assert_line(const char *out, char *expected)
+{
+    assert_contains(out, expected);
+    free(expected);
+}
+
+static const char *name_of(const char *path)
+{
+    return strrchr(path, '/') + 1;
+}
+
+/*
+ * Every temporary a kill during creation can leave, of processes that are
+ * gone (no such pid, a pid reused since, another boot) and of processes
+ * that may live (this test's own pid with a start it can have had, a lock
+ * held, another host's name): exactly the first are removed, each said in
+ * one line, and a report afterwards reads the directory as before.
+ */
+START_TEST(test_creation_temporaries_of_gone_processes_are_removed)
+{
+    char *dir = scratch_dir();
+    const char *host = file_host();
+    uint64_t now = clock_now(CLOCK_REALTIME);
+    int64_t me = getpid(), gone[5];
+    for (int i = 0; i < 5; i++)
+        gone[i] = gone_pid();
+    char *db = make_trace(dir, 2); /* another host's trace, for the report */
+    const char *summary_args[] = {"summary", dir, NULL};
+    struct proc_result before = run_cutrace(summary_args, NULL);
+    assert_ok(&before);
+
+    /* Gone. Killed at once (empty), while SQLite wrote it, before the ring
+     * was formatted, after; a pid since reused; a process of an earlier boot. */
+    char *empty_db = temp_path(dir, host, gone[0], now, ".db.tmp");
+    write_file(empty_db, "", 0);
+    char *written_db = temp_path(dir, host, gone[1], now, ".db.tmp");
+    write_file(written_db, "SQLite format 3", 16);
+    char *wal = line("%s-wal", written_db), *shm = line("%s-shm", written_db);
+    write_file(wal, "wal", 3);
+    write_file(shm, "shm", 3);
+    char *blank_ring = temp_path(dir, host, gone[2], now, ".ring.tmp");
+    char zeros[8192] = {0};
+    write_file(blank_ring, zeros, sizeof(zeros));
+    char *formatted_ring = temp_path(dir, host, gone[3], now, "-1.ring.tmp");
+    struct ring_spec spec = {.pid = gone[3], .start_wall_ns = now, .boot_id = this_boot()};
+    write_ring(formatted_ring, &spec);
+    char *reused_db = temp_path(dir, host, me, now - 600000000000ull, ".db.tmp");
+    write_file(reused_db, "", 0);
+    char *old_boot_ring = temp_path(dir, host, me, now, "-2.ring.tmp");
+    spec = (struct ring_spec){.pid = me, .start_wall_ns = now, .boot_id = "boot-before"};
+    write_ring(old_boot_ring, &spec);
+
+    /* May live: this process, now; a lock held; another host's. */
+    char *live_db = temp_path(dir, host, me, now, ".db.tmp");
+    write_file(live_db, "", 0);
+    char *live_ring = temp_path(dir, host, me, now, ".ring.tmp");
+    spec = (struct ring_spec){.pid = me,
+                              .start_wall_ns = now,
+                              .start_mono_ns = clock_now(CLOCK_MONOTONIC),
+                              .boot_id = this_boot()};
+    write_ring(live_ring, &spec);
+    char *locked_ring = temp_path(dir, host, gone[4], now, ".ring.tmp");
+    spec = (struct ring_spec){.pid = gone[4], .start_wall_ns = now, .boot_id = this_boot()};
+    write_ring(locked_ring, &spec);
+    int lock_fd = hold_tracer_lock(locked_ring);
+    char *foreign_db = temp_path(dir, "node1", gone[0], now, ".db.tmp");
+    write_file(foreign_db, "", 0);
+    /* Not a name cutrace writes: not even mentioned. */
+    char *other = join(dir, ".notes.db.tmp");
+    write_file(other, "", 0);
+
+    struct proc_result r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    const char *unfinished = "the unfinished";
+    assert_line(r.out, line("removed %s: %s trace of process %" PRId64 ", which has exited\n",
+                            name_of(empty_db), unfinished, gone[0]));
+    assert_line(r.out, line("removed %s (and its -wal, -shm): %s trace of process %" PRId64
+                            ", which has exited\n",
+                            name_of(written_db), unfinished, gone[1]));
+    assert_line(r.out,
+                line("removed %s: %s crash buffer of process %" PRId64 ", which has exited\n",
+                     name_of(blank_ring), unfinished, gone[2]));
+    assert_line(r.out,
+                line("removed %s: %s crash buffer of process %" PRId64 ", which has exited\n",
+                     name_of(formatted_ring), unfinished, gone[3]));
+    assert_line(r.out, line("removed %s: %s trace of process %" PRId64
+                            ", which has exited (its pid now belongs to a later process)\n",
+                            name_of(reused_db), unfinished, me));
+    assert_line(r.out, line("removed %s: %s crash buffer of process %" PRId64
+                            ", which ran before this host's last boot\n",
+                            name_of(old_boot_ring), unfinished, me));
+    assert_line(r.out, line("skipped %s: process %" PRId64 " may still be running; left alone\n",
+                            name_of(live_db), me));
+    assert_line(r.out, line("skipped %s: process %" PRId64 " may still be running; left alone\n",
+                            name_of(live_ring), me));
+    assert_line(r.out, line("skipped %s: process %" PRId64 " may still be running; left alone\n",
+                            name_of(locked_ring), gone[4]));
+    assert_line(r.out, line("skipped %s: made on another host, where its process may still run; "
+                            "left alone\n",
+                            name_of(foreign_db)));
+    assert_contains(r.out, "skipped " DB_NAME ": made on host " HOST
+                           ", where its process may still run; left alone\n");
+    ck_assert_msg(count_lines(r.out) == 11, "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    const char *removed[] = {empty_db,   written_db,     wal,       shm,
+                             blank_ring, formatted_ring, reused_db, old_boot_ring};
+    for (size_t i = 0; i < sizeof(removed) / sizeof(removed[0]); i++)
+        ck_assert_msg(!exists(removed[i]), "%s is still there", removed[i]);
+    const char *kept[] = {live_db, live_ring, locked_ring, foreign_db, other, db};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+        ck_assert_msg(exists(kept[i]), "%s was removed", kept[i]);
+
+    r = run2("recover", "--json", dir);
+    assert_ok(&r);
+    char *j = compact(r.out);
+    char *entry = line("{\"file\":\"%s\",\"kind\":\"db_tmp\",\"status\":\"live\",\"error\":null,"
+                       "\"pid\":%" PRId64 ",\"host\":null,\"why_gone\":null,"
+                       "\"side_files_removed\":null,\"end_state\":null,\"end_note\":null}",
+                       name_of(live_db), me);
+    assert_contains(j, "\"leftovers\":[");
+    assert_contains(j, entry);
+    free(entry);
+    free(j);
+    proc_result_free(&r);
+
+    /* Once its lock is free, the ring.tmp of a process that is gone goes too. */
+    close(lock_fd);
+    r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    assert_line(r.out,
+                line("removed %s: %s crash buffer of process %" PRId64 ", which has exited\n",
+                     name_of(locked_ring), unfinished, gone[4]));
+    proc_result_free(&r);
+    ck_assert(!exists(locked_ring));
+
+    /* A report cleans silently and says what it said before. */
+    write_file(empty_db, "", 0);
+    write_file(blank_ring, zeros, sizeof(zeros));
+    r = run_cutrace(summary_args, NULL);
+    assert_ok(&r);
+    ck_assert_str_eq(r.out, before.out);
+    proc_result_free(&r);
+    ck_assert(!exists(empty_db) && !exists(blank_ring));
+    ck_assert(exists(live_db) && exists(live_ring));
+
+    proc_result_free(&before);
+    char *paths[] = {empty_db,       written_db, wal,           shm,     blank_ring,
+                     formatted_ring, reused_db,  old_boot_ring, live_db, live_ring,
+                     locked_ring,    foreign_db, other,         db};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        free(paths[i]);
+    scratch_remove(dir);
+}
+END_TEST
+
+static const char note_in_creation[] =
+    "killed while its trace was being created, before its first call was recorded";
+static const char note_no_ring[] =
+    "ended without recording how and left no crash buffer (.ring): records not yet written when "
+    "it died are lost";
+
+/*
+ * Published traces without a ring that still say running: of a process that
+ * is gone (killed before its ring existed, with or without its ring.tmp, or
+ * one that ran with its ring in memory; another boot; a pid since reused)
+ * they get end_state 'killed' and a note; of a process that may live, of
+ * another host, or that says how it ended, they are left as they are.
+ */
+START_TEST(test_trace_without_ring_of_gone_process_is_marked_killed)
+{
+    char *dir = scratch_dir();
+    const char *host = this_host(), *boot = this_boot();
+    uint64_t now = clock_now(CLOCK_REALTIME), mono = clock_now(CLOCK_MONOTONIC);
+    int64_t me = getpid(), gone[3];
+    for (int i = 0; i < 3; i++)
+        gone[i] = gone_pid();
+    char *in_creation = make_published(dir, host, gone[0], now, mono, boot, "running", 0);
+    char *ring_tmp = temp_path(dir, file_host(), gone[0], now, ".ring.tmp");
+    char zeros[4096] = {0};
+    write_file(ring_tmp, zeros, sizeof(zeros));
+    char *memory_ring = make_published(dir, host, gone[1], now, mono, boot, NULL, 3);
+    char *old_boot = make_published(dir, host, me, now + 1, mono, "boot-before", "running", 0);
+    char *reused = make_published(dir, host, me, now + 2, 1, boot, "running", 0);
+    char *live = make_published(dir, host, me, now + 3, mono, boot, "running", 2);
+    char *foreign = make_published(dir, "node1", gone[2], now, mono, boot, "running", 0);
+    char *ended = make_published(dir, host, gone[2], now, mono, boot, "exit", 1);
+
+    struct proc_result r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    assert_line(r.out, line("removed %s: the unfinished crash buffer of process %" PRId64
+                            ", which has exited\n",
+                            name_of(ring_tmp), gone[0]));
+    assert_line(r.out, line("marked %s ended: killed (process %" PRId64
+                            " has exited and left no ring: %s)\n",
+                            name_of(in_creation), gone[0], note_in_creation));
+    assert_line(r.out, line("marked %s ended: killed (process %" PRId64
+                            " has exited and left no ring: %s)\n",
+                            name_of(memory_ring), gone[1], note_no_ring));
+    assert_line(r.out, line("marked %s ended: killed (process %" PRId64
+                            " ran before this host's last boot and left no ring: %s)\n",
+                            name_of(old_boot), me, note_in_creation));
+    assert_line(r.out, line("marked %s ended: killed (process %" PRId64
+                            " has exited (its pid now belongs to a later process) and left no "
+                            "ring: %s)\n",
+                            name_of(reused), me, note_in_creation));
+    assert_line(r.out, line("skipped %s: process %" PRId64 " may still be running; left alone\n",
+                            name_of(live), me));
+    assert_line(r.out, line("skipped %s: made on host node1, where its process may still run; "
+                            "left alone\n",
+                            name_of(foreign)));
+    ck_assert_msg(count_lines(r.out) == 7, "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    ck_assert(!exists(ring_tmp));
+    const char *marked[] = {in_creation, memory_ring, old_boot, reused};
+    for (size_t i = 0; i < 4; i++) {
+        assert_meta(marked[i], "end_state", "killed");
+        assert_meta(marked[i], "end_note", i == 1 ? note_no_ring : note_in_creation);
+    }
+    assert_meta(live, "end_state", "running");
+    assert_meta(foreign, "end_state", "running");
+    assert_meta(ended, "end_state", "exit");
+    assert_meta(live, "end_note", "");
+    assert_meta(ended, "end_note", "");
+    ck_assert_int_eq(query_int(memory_ring, "SELECT count(*) FROM events"), 3);
+
+    /* Again: only what may live is mentioned; the marked traces read as killed. */
+    r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    ck_assert_msg(count_lines(r.out) == 2, "stdout:\n%s", r.out);
+    proc_result_free(&r);
+    r = run2("summary", "--json", dir);
+    assert_ok(&r);
+    char *j = compact(r.out);
+    ck_assert_msg(strstr(j, "\"end_state\":\"killed\"") != NULL, "%s", j);
+    free(j);
+    proc_result_free(&r);
+
+    char *paths[] = {in_creation, ring_tmp, memory_ring, old_boot, reused, live, foreign, ended};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        free(paths[i]);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* A report marks by itself, silently: the trace of a process killed during
+ * creation reads as killed, a live one's as running. */
+START_TEST(test_summary_marks_trace_without_ring_silently)
+{
+    char *dir = scratch_dir();
+    const char *host = this_host(), *boot = this_boot();
+    uint64_t now = clock_now(CLOCK_REALTIME), mono = clock_now(CLOCK_MONOTONIC);
+    char *killed = make_published(dir, host, gone_pid(), now, mono, boot, "running", 0);
+    char *live = make_published(dir, host, getpid(), now + 1, mono, boot, "running", 1);
+    const char *args[] = {"summary", dir, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    assert_ok(&r);
+    assert_contains(r.out, "ended      killed (no clean exit)\n");
+    assert_contains(r.out, "ended      still running, or killed (no clean exit was recorded)\n");
+    proc_result_free(&r);
+    assert_meta(killed, "end_state", "killed");
+    assert_meta(live, "end_state", "running");
+    free(killed);
+    free(live);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *recover_suite(void)
 {
     Suite *s = suite_create("recover");
@@ -993,6 +1378,9 @@ Suite *recover_suite(void)
     tcase_add_test(tc, test_recover_usage);
     tcase_add_test(tc, test_recover_goes_on_after_a_bad_ring);
     tcase_add_test(tc, test_killed_process_counts_on_its_gpu);
+    tcase_add_test(tc, test_creation_temporaries_of_gone_processes_are_removed);
+    tcase_add_test(tc, test_trace_without_ring_of_gone_process_is_marked_killed);
+    tcase_add_test(tc, test_summary_marks_trace_without_ring_silently);
     suite_add_tcase(s, tc);
     return s;
 }

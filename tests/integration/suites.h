@@ -25,5 +25,6 @@ Suite *run_suite(void);
 Suite *budget_names_suite(void);
 Suite *pyframes_suite(void);
 Suite *security_suite(void);
+Suite *creation_kill_suite(void);
 
 #endif
