@@ -5,6 +5,7 @@
  */
 #include "envcap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -51,6 +52,19 @@ bool ct_env_is_secret(const char *name)
     return false;
 }
 
+/* A value as stored: one over CT_ENV_VALUE_MAX keeps its head and says how long it was. */
+static char *stored_value(const char *value)
+{
+    size_t len = strlen(value);
+    if (len <= CT_ENV_VALUE_MAX)
+        return strdup(value);
+    size_t cap = CT_ENV_VALUE_MAX + 48;
+    char *out = malloc(cap);
+    if (out)
+        snprintf(out, cap, "%.*s...<cut: %zu bytes>", CT_ENV_VALUE_MAX, value, len);
+    return out;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(((const struct ct_env_var *)a)->name, ((const struct ct_env_var *)b)->name);
@@ -73,7 +87,7 @@ int ct_env_capture(char *const *envp, struct ct_env_capture *out)
         if (!eq || !ct_env_is_recorded(*e))
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
-        char *value = strdup(ct_env_is_secret(*e) ? CT_REDACTED : eq + 1);
+        char *value = stored_value(ct_env_is_secret(*e) ? CT_REDACTED : eq + 1);
         if (!name || !value) {
             free(name);
             free(value);

@@ -6,7 +6,9 @@
  * simulated server's own budget found again by `cutrace budget`) and run
  * (`cutrace run` in front of launchers that start workers) and diff (a
  * baseline and a custom all-reduce run compared by `cutrace diff`) and
- * stacks (native and Python call stacks, `cutrace sites`).
+ * stacks (native and Python call stacks, `cutrace sites`) and startfinish
+ * (creating a trace on a full disk or under a file-size limit, exec, calls
+ * after the tracer's destructor).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -23,5 +25,6 @@ Suite *diff_suite(void);
 Suite *run_suite(void);
 Suite *budget_names_suite(void);
 Suite *pyframes_suite(void);
+Suite *startfinish_suite(void);
 
 #endif
