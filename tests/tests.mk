@@ -14,7 +14,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
 UNIT_CORE := ring store writer envcap procinfo warn thread tracefile tracedir sqlfiles redact modmap \
-             objects pylines
+             objects pylines sigfree
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
@@ -60,11 +60,14 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 # Stack tests (test_stacks.c): programs with named call sites and a dlopen'ed library.
 TEST_PROGS += stk_native stk_stress
+# Start and end of a process (test_startfinish.c); sf_life links libsf_late.so.
+TEST_PROGS += sf_life
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
-                  $(BUILD)/progs/drv_direct
+                  $(BUILD)/progs/drv_direct $(BUILD)/progs/libsf_late.so \
+                  $(BUILD)/progs/libsf_fail.so
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
@@ -77,6 +80,19 @@ $(BUILD)/progs/drv_direct: tests/progs/drv_direct.c $(FAKE_LIBS)
 $(BUILD)/progs/libstk_plugin.so: tests/progs/stk_plugin.c $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart
+
+$(BUILD)/progs/libsf_late.so: tests/progs/sf_late.c $(BUILD)/fake/libcudart.so.12
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart
+
+$(BUILD)/progs/libsf_fail.so: tests/progs/sf_fail.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared $< -o $@ -ldl
+
+$(BUILD)/progs/sf_life: tests/progs/sf_life.c $(BUILD)/progs/libsf_late.so
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/progs -L$(BUILD)/fake -lsf_late \
+		-lcudart -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
 	@mkdir -p $(@D)

@@ -5,6 +5,7 @@
  */
 #include "envcap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,23 @@ bool ct_env_is_secret(const char *name)
     return ct_redact_secret_name(name, name_length(name));
 }
 
+/*
+ * A (redacted, malloc'd) value as stored, taking it over: one over
+ * CT_ENV_VALUE_MAX keeps its head and says how long it was.
+ */
+static char *stored_value(char *value)
+{
+    size_t len = value ? strlen(value) : 0;
+    if (len <= CT_ENV_VALUE_MAX)
+        return value;
+    size_t cap = CT_ENV_VALUE_MAX + 48;
+    char *out = malloc(cap);
+    if (out)
+        snprintf(out, cap, "%.*s...<cut: %zu bytes>", CT_ENV_VALUE_MAX, value, len);
+    free(value);
+    return out;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(((const struct ct_env_var *)a)->name, ((const struct ct_env_var *)b)->name);
@@ -64,6 +82,7 @@ int ct_env_capture(char *const *envp, struct ct_env_capture *out)
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
         char *value = ct_env_is_secret(*e) ? strdup(CT_REDACTED) : ct_redact_value(eq + 1);
+        value = stored_value(value);
         if (!name || !value) {
             free(name);
             free(value);

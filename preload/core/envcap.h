@@ -16,6 +16,13 @@
 #include "redact.h"
 #include "store.h"
 
+/*
+ * Longer values are stored cut to this many bytes: the trace must still fit
+ * where a small file-size limit or a nearly full disk leaves room for it
+ * (three 100 KB CUDA_ variables once left none under 256 KiB).
+ */
+#define CT_ENV_VALUE_MAX 4096
+
 struct ct_env_capture {
     struct ct_env_var *vars;
     size_t count;

@@ -11,7 +11,9 @@
  * touch CUDA (tokenizers, shell wrappers) leave nothing behind. Each is made
  * with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, relative to the checked trace
  * directory (tracedir.h): never overwriting, never following a planted
- * symlink, never in a directory another user controls.
+ * symlink, never in a directory another user controls. Every write to them
+ * happens on a thread that blocks all signals (sigfree.h), so a file-size
+ * limit never kills the program with SIGXFSZ.
  */
 #include "session.h"
 
@@ -33,9 +35,11 @@
 #include "clock.h"
 #include "device.h"
 #include "envcap.h"
+#include "execfold.h"
 #include "store.h"
 #include "procinfo.h"
 #include "ring.h"
+#include "sigfree.h"
 #include "stacks.h"
 #include "thread.h"
 #include "tracedir.h"
@@ -70,6 +74,8 @@ static struct {
     int ring_fd; /* open and flock()ed while the process lives */
     struct ct_ring ring;
     struct ct_writer *writer;
+    /* An exec is under way and its marker made (execfold.h); the exec-ing thread's only. */
+    bool exec_marked;
 } S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
 
 bool ct_session_tracing(void)
@@ -168,13 +174,23 @@ static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t 
             munmap(mem, bytes);
         ct_tracefile_remove(files->ring_tmp_path);
         close(fd);
+        errno = rc;
         return MAP_FAILED;
     }
     S.ring_fd = fd;
     return mem;
 }
 
-static bool map_ring(const struct ct_tracefile *files)
+/* Failures more room would cure: disk full, quota, file-size limit. */
+static bool out_of_room(int err)
+{
+    return err == ENOSPC || err == EDQUOT || err == EFBIG;
+}
+
+enum ring_outcome { RING_MAPPED, RING_NO_ROOM, RING_FAILED };
+
+/* RING_NO_ROOM: not even the smallest ring file fits (*why says why). */
+static enum ring_outcome map_ring(const struct ct_tracefile *files, const char **why)
 {
     /* Under a file-size limit the ring shrinks to fit in it rather than giving up. */
     size_t budget = S.buffer_bytes;
@@ -190,31 +206,88 @@ static bool map_ring(const struct ct_tracefile *files)
     char boot_id[40];
     ct_procinfo_boot_id(boot_id, sizeof boot_id);
     struct ct_ring_owner owner = {S.pid, S.start_wall_ns, S.start_mono_ns, files->db_name, boot_id};
-    const char *why = "file size limit";
-    void *mem = bytes > budget ? MAP_FAILED : file_ring(files, bytes, capacity, &owner, &why);
+    /* So does it on a disk too full for it: a smaller ring makes the program
+     * wait for the writer sooner, but keeps it crash-safe, and keeps the
+     * place where a writer that runs out of room says why (writer.c). */
+    void *mem = MAP_FAILED;
+    int err = bytes > budget ? EFBIG : 0;
+    *why = "file size limit";
+    while (!err) {
+        mem = file_ring(files, bytes, capacity, &owner, why);
+        if (mem != MAP_FAILED)
+            break;
+        err = errno;
+        if (out_of_room(err) && capacity > CT_MIN_SLOTS) {
+            capacity /= 2;
+            bytes = ct_ring_bytes(capacity);
+            err = 0;
+        }
+    }
+    if (out_of_room(err)) {
+        S.ring_path[0] = '\0';
+        return RING_NO_ROOM;
+    }
     if (mem == MAP_FAILED) {
         ct_warn_once(CT_PROBLEM_RING,
                      "no crash-safe buffer in %s (%s); records not yet written are lost if the "
                      "process is killed",
-                     S.dir, why);
+                     S.dir, *why);
         S.ring_path[0] = '\0';
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
-            return false;
+            return RING_FAILED;
         ct_ring_format(mem, capacity, &owner);
     }
     /* A forked child must not write into its parent's ring. */
     madvise(mem, bytes, MADV_DONTFORK);
     bool attached = ct_ring_attach(&S.ring, mem, bytes);
     assert(attached);
-    return attached;
+    return attached ? RING_MAPPED : RING_FAILED;
+}
+
+/* A trace database and what SQLite may have left beside it. */
+static void remove_db(const char *path)
+{
+    char side[PATH_MAX + 8];
+    ct_tracefile_remove(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    ct_tracefile_remove(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    ct_tracefile_remove(side);
+}
+
+/*
+ * Not even the smallest ring fits: the disk (or the file-size limit) is full
+ * right after the trace was made, and the writer would stop at its first
+ * commit. Instead of a trace that would say only "still running, or
+ * killed", the trace says why it holds no calls (meta writer_error, as a
+ * writer that stops says it), and the process is not traced; where even
+ * that cannot be written, there is no trace.
+ */
+static void stop_for_lack_of_room(const struct ct_tracefile *files, const char *why)
+{
+    char err[512], reason[256];
+    snprintf(reason, sizeof reason, "no room for the crash buffer (%s)", why);
+    struct ct_store *st = ct_store_open(files->db_path, err, sizeof err);
+    int rc = st ? ct_store_begin(st) : -1;
+    if (!rc)
+        rc = ct_store_set_meta_text(st, "writer_error", reason);
+    if (!rc)
+        rc = ct_store_set_meta_int(st, "writer_stopped_after", 0);
+    if (!rc)
+        rc = ct_store_commit(st);
+    if (!rc)
+        rc = ct_store_seal(st);
+    ct_store_close(st);
+    if (rc)
+        remove_db(files->db_path);
+    ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                 reason);
 }
 
 /*
  * Makes the trace file complete (schema, process, environment) under its
- * hidden name in this thread, then publishes it: a reader never meets an
- * empty trace. This is the process's first CUDA event, never the steady
- * state; start_mu is held, so fork() waits for it.
+ * hidden name, then publishes it: a reader never meets an empty trace.
  */
 static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_info *proc)
 {
@@ -223,7 +296,7 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (!st) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
                      err);
-        ct_tracefile_remove(files->db_tmp_path);
+        remove_db(files->db_tmp_path);
         return false;
     }
     struct ct_env_capture env = {0};
@@ -238,6 +311,10 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
         rc = ct_store_set_meta_text(st, "stacks", ct_stacks_describe());
     if (!rc)
         rc = ct_store_commit(st);
+    /* Its WAL is named after the hidden name: folded in, or the trace is not
+     * published (on a full disk the checkpoint at close would fail unseen). */
+    if (!rc)
+        rc = ct_store_checkpoint(st);
     if (rc)
         snprintf(err, sizeof err, "%s", ct_store_error(st));
     ct_env_capture_free(&env);
@@ -249,17 +326,19 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (rc) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
                      err);
-        ct_tracefile_remove(files->db_tmp_path);
+        remove_db(files->db_tmp_path);
         return false;
     }
     return true;
 }
 
-static bool start_locked(void)
+/*
+ * The trace's files and writer. This is the process's first CUDA event,
+ * never the steady state; start_mu is held, so fork() waits for it. Runs on
+ * a signal-free thread (start_locked).
+ */
+static bool start_trace(void)
 {
-    configure();
-    if (S.disabled_by_config)
-        return false;
     char why[PATH_MAX + 128];
     if (ct_tracedir_use(S.dir, why, sizeof why) != 0) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "%s; not tracing", why);
@@ -282,7 +361,11 @@ static bool start_locked(void)
         return false;
 
     snprintf(S.ring_path, sizeof S.ring_path, "%s", files.ring_path);
-    if (!map_ring(&files))
+    const char *ring_why = "";
+    enum ring_outcome ring = map_ring(&files, &ring_why);
+    if (ring == RING_NO_ROOM)
+        stop_for_lack_of_room(&files, ring_why);
+    if (ring != RING_MAPPED)
         return false;
 
     struct ct_writer_config cfg;
@@ -301,6 +384,25 @@ static bool start_locked(void)
         return false;
     }
     return true;
+}
+
+static void start_trace_job(void *started)
+{
+    *(bool *)started = start_trace();
+}
+
+static bool start_locked(void)
+{
+    configure();
+    if (S.disabled_by_config)
+        return false;
+    bool started = false;
+    if (!ct_sigfree_run(start_trace_job, &started)) {
+        ct_warn_once(CT_PROBLEM_WRITER, "cannot start a thread to write the trace: %s; not tracing",
+                     strerror(errno));
+        return false;
+    }
+    return started;
 }
 
 static int start(void)
@@ -336,7 +438,8 @@ void ct_session_append(struct ct_record *rec)
         ct_writer_flush(S.writer, NULL, CT_FLUSH_TIMEOUT_MS);
 }
 
-void ct_session_finish(const char *end_state)
+/* A process ends or execs; next_traced: exec's new image completes the trace. */
+static void finish(const char *end_state, bool next_traced)
 {
     /* A vfork child runs in our memory but is not this process. */
     if (S.pid != getpid())
@@ -344,9 +447,21 @@ void ct_session_finish(const char *end_state)
     /* Said in the ring too (even after the writer failed): recovery stores it. */
     if (S.ring.hdr)
         ct_ring_note_end(&S.ring, end_state);
+    /*
+     * An exec may fail, and the process go on. So the ring file stays (a
+     * successful exec closes its descriptor, O_CLOEXEC, which drops its
+     * lock), and the trace is not told "exec" before that is true: the new
+     * image, or `cutrace recover`, tells it from the ring (execfold.h).
+     * Without a ring file it is told now, and told "running" again if the
+     * exec fails (ct_session_resume).
+     */
+    bool hand_over = strcmp(end_state, "exec") == 0 && S.ring.hdr && S.ring_path[0] &&
+                     !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE);
+    if (hand_over && next_traced)
+        S.exec_marked = ct_execfold_mark(S.dir, S.pid, S.ring_path) == 0;
     if (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != CT_ON || !ct_writer_alive(S.writer))
         return; /* reported when the writer stopped; the ring keeps what it did not write */
-    if (!ct_writer_flush(S.writer, end_state, CT_FLUSH_TIMEOUT_MS)) {
+    if (!ct_writer_flush(S.writer, hand_over ? NULL : end_state, CT_FLUSH_TIMEOUT_MS)) {
         if (!ct_writer_alive(S.writer))
             return; /* it stopped while we waited, and said so */
         ct_warn_once(CT_PROBLEM_FLUSH_TIMEOUT,
@@ -354,10 +469,46 @@ void ct_session_finish(const char *end_state)
                      S.ring_path[0] ? S.ring_path : "memory (lost)");
         return;
     }
+    if (hand_over)
+        return;
     /* Everything is in the database; records made from now on are flushed one by one. */
     if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE))
         ct_tracefile_remove(S.ring_path);
     __atomic_store_n(&S.finished, 1, __ATOMIC_RELEASE);
+}
+
+void ct_session_finish(const char *end_state)
+{
+    finish(end_state, false);
+}
+
+/* NAME's value in envp, or NULL. */
+static const char *env_value(char *const envp[], const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *e = envp; e && *e; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    }
+    return NULL;
+}
+
+static bool same_value(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+/*
+ * Whether the image an exec starts with envp loads this tracer and looks in
+ * this trace directory, so that it can complete the trace: only then is the
+ * marker worth leaving (execfold.h). Otherwise `cutrace recover` does it.
+ */
+void ct_session_before_exec(char *const envp[])
+{
+    bool traced =
+        envp == environ || (same_value(getenv("LD_PRELOAD"), env_value(envp, "LD_PRELOAD")) &&
+                            same_value(S.dir, env_value(envp, "CUTRACE_DIR")));
+    finish("exec", traced);
 }
 
 void ct_session_resume(void)
@@ -365,6 +516,13 @@ void ct_session_resume(void)
     if (S.pid != getpid() || !S.ring.hdr)
         return;
     ct_ring_note_end(&S.ring, "");
+    if (S.exec_marked)
+        ct_execfold_unmark(S.dir, S.pid);
+    S.exec_marked = false;
+    /* Told "exec" (there was no ring file to hand over): it goes on after all. */
+    if (__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&S.state, __ATOMIC_ACQUIRE) == CT_ON && ct_writer_alive(S.writer))
+        ct_writer_flush(S.writer, "running", CT_FLUSH_TIMEOUT_MS);
     __atomic_store_n(&S.finished, 0, __ATOMIC_RELEASE);
 }
 
@@ -412,6 +570,9 @@ __attribute__((constructor)) static void session_load(void)
 {
     configure();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    /* This image may have replaced a traced one by exec: one readlink tells. */
+    if (!S.disabled_by_config)
+        ct_execfold_complete(S.dir, S.pid);
 }
 
 __attribute__((destructor)) static void session_unload(void)

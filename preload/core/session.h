@@ -23,8 +23,10 @@ uint64_t ct_session_next_seq(void);
 /* Appends a finished record; creates the trace on the first one. */
 void ct_session_append(struct ct_record *rec);
 
-/* The process is about to end (end_state "exit", "_exit") or exec ("exec"). */
+/* The process is about to end (end_state "exit", "_exit"). */
 void ct_session_finish(const char *end_state);
+/* The process is about to exec with this environment (environ for execv). */
+void ct_session_before_exec(char *const envp[]);
 /* An exec failed: the process goes on being traced. */
 void ct_session_resume(void);
 

@@ -6,6 +6,12 @@
  * committed transaction (the WAL is replayed by the next reader). Records
  * are inserted with INSERT OR IGNORE keyed by their sequence number, so
  * recovery may replay a ring that partly overlaps what was committed.
+ *
+ * A finished trace is sealed: its WAL folded in and the file switched to a
+ * rollback journal, so that it is one self-contained file and each later
+ * commit (a library destructor's cudaFree, after the tracer's final flush)
+ * lands in the .db itself. Where a reader keeps the WAL in use the switch is
+ * refused; every later commit is then checkpointed instead.
  */
 #include "store.h"
 
@@ -35,8 +41,9 @@ struct ct_store {
      * statements are then NULL, and frames are stored as format 4 had them. */
     sqlite3_stmt *insert_frame, *insert_code;
     sqlite3_stmt *insert_lines, *append_lines, *find_lines, *set_meta;
-    bool no_stack_tables; /* an older trace: auxiliary records are dropped */
-    bool format4_frames;  /* stack_frames has no instr and entry columns */
+    bool no_stack_tables;        /* an older trace: auxiliary records are dropped */
+    bool format4_frames;         /* stack_frames has no instr and entry columns */
+    bool checkpoint_each_commit; /* sealed, but still in WAL mode (see above) */
     char error[256];
 };
 
@@ -319,7 +326,12 @@ int ct_store_begin(struct ct_store *st)
 
 int ct_store_commit(struct ct_store *st)
 {
-    return exec_sql(st, "COMMIT", "commit");
+    int rc = exec_sql(st, "COMMIT", "commit");
+    /* The transaction is durable in the WAL already: a checkpoint a reader
+     * holds back only leaves part of it there, as before the seal. */
+    if (!rc && st->checkpoint_each_commit)
+        sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return rc;
 }
 
 /* A statement kept for the trace's life; the SQLite code, unrecorded. */
@@ -549,6 +561,51 @@ int ct_store_checkpoint(struct ct_store *st)
 {
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
     return rc == SQLITE_OK ? 0 : fail(st, rc, "checkpoint");
+}
+
+/* journal_mode=<mode>; *now is what SQLite says the mode is afterwards. */
+static int set_journal_mode(struct ct_store *st, const char *mode, char *now, size_t cap)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA journal_mode=%s", mode);
+    sqlite3_stmt *s;
+    int rc = prepare(st, sql, &s);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(s);
+    const unsigned char *v = rc == SQLITE_ROW ? sqlite3_column_text(s, 0) : NULL;
+    snprintf(now, cap, "%s", v ? (const char *)v : "");
+    rc = rc == SQLITE_ROW ? SQLITE_OK : fail(st, rc, "journal mode");
+    sqlite3_finalize(s);
+    return rc;
+}
+
+static bool busy(int rc)
+{
+    return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
+int ct_store_seal(struct ct_store *st)
+{
+    char mode[16] = "";
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (rc != SQLITE_OK)
+        rc = fail(st, rc, "checkpoint");
+    else
+        rc = set_journal_mode(st, "DELETE", mode, sizeof mode);
+    /* Still in WAL (a reader, or no room to fold it in): later commits try again. */
+    st->checkpoint_each_commit = strcmp(mode, "delete") != 0;
+    return busy(rc) ? 0 : rc;
+}
+
+int ct_store_unseal(struct ct_store *st)
+{
+    char mode[16];
+    st->checkpoint_each_commit = false;
+    int rc = set_journal_mode(st, "WAL", mode, sizeof mode);
+    if (!rc && strcmp(mode, "wal") != 0)
+        rc = fail(st, SQLITE_ERROR, "journal mode wal");
+    return rc;
 }
 
 struct sqlite3 *ct_store_sqlite(struct ct_store *st)

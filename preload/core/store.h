@@ -78,6 +78,14 @@ int ct_store_commit(struct ct_store *st);
 int ct_store_insert(struct ct_store *st, const struct ct_record *rec);
 /* Folds the WAL into the main file so a reader needs nothing else. */
 int ct_store_checkpoint(struct ct_store *st);
+/*
+ * The process ended: the WAL folded in and the file switched to a rollback
+ * journal, so the .db alone holds everything, now and after every later
+ * commit (each then checkpointed, if a reader kept the switch from
+ * happening). ct_store_unseal goes back to WAL, for a process that goes on.
+ */
+int ct_store_seal(struct ct_store *st);
+int ct_store_unseal(struct ct_store *st);
 
 /* SQLite stores signed 64-bit integers; pointers and sizes travel bit-exact. */
 static inline int64_t ct_u64_to_sql(uint64_t v)

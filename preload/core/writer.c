@@ -10,15 +10,15 @@
  *            waited for the driver while holding work_mu would deadlock fork.
  *   mu       guards the flush handshake (targets, end state, stop flag).
  *
- * The thread blocks every signal: the program's handlers keep running on the
- * program's threads, as they would untraced.
+ * The thread blocks every signal (sigfree.h): the program's handlers keep
+ * running on the program's threads, as they would untraced, and SIGXFSZ from
+ * a write over the file-size limit never reaches them.
  */
 #include "writer.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,7 @@
 #include "cutrace/apis.h"
 #include "modmap.h"
 #include "objects.h"
+#include "sigfree.h"
 #include "stackrec.h"
 #include "thread.h"
 #include "warn.h"
@@ -203,10 +204,7 @@ static int store_context(struct ct_writer *w, const struct learned *l)
     return rc ? rc : ct_store_commit(w->store);
 }
 
-/*
- * Opens the trace the session created. Also after a finish closed it: a late
- * record (an exit handler's cudaFree) reopens the file.
- */
+/* Opens the trace the session created. */
 static bool open_trace_file(struct ct_writer *w)
 {
     char err[512];
@@ -254,17 +252,23 @@ static long drain_once(struct ct_writer *w)
 }
 
 /*
- * The process is ending: record how, and close the file so that it is
- * complete on its own (no -wal or -shm beside it).
+ * The process is ending: record how, and seal the file so that it is
+ * complete on its own (no -wal or -shm beside it) and stays so: the
+ * connection stays open for the records made later (another library's
+ * destructor), which then go into the .db itself. "running" is the one state
+ * that is not an end: an exec failed and the process goes on, back in WAL.
  */
 static int finish_store(struct ct_writer *w, const char *end_state)
 {
     if (!w->store && !open_trace_file(w))
         return -1;
-    if (ct_store_set_meta_text(w->store, "end_state", end_state) || ct_store_checkpoint(w->store))
+    if (ct_store_set_meta_text(w->store, "end_state", end_state))
         return -1;
-    ct_store_close(w->store);
-    w->store = NULL;
+    if (strcmp(end_state, "running") == 0)
+        return ct_store_unseal(w->store);
+    /* A seal that fails (disk full) leaves every commit in the WAL beside
+     * the file: the trace is complete, if not one file. */
+    ct_store_seal(w->store);
     return 0;
 }
 
@@ -404,11 +408,7 @@ struct ct_writer *ct_writer_start(const struct ct_writer_config *cfg, char *err,
     init_cond_monotonic(&w->done);
     w->alive = 1;
 
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&w->thread, NULL, writer_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = ct_sigfree_create(&w->thread, writer_main, w);
     if (rc != 0) {
         snprintf(err, errlen, "cannot start writer thread: %s", strerror(rc));
         free(w);

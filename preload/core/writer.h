@@ -40,8 +40,10 @@ bool ct_writer_alive(const struct ct_writer *w);
 
 /*
  * Waits until every record claimed before the call is committed, then, if
- * end_state is not NULL, stores it in meta and checkpoints. Returns false on
- * timeout or if the writer is dead.
+ * end_state is not NULL, stores it in meta and seals the file
+ * (ct_store_seal: one self-contained .db, also for later commits), or, for
+ * "running" (a failed exec: the process goes on), returns it to WAL. Returns
+ * false on timeout or if the writer is dead.
  */
 bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeout_ms);
 

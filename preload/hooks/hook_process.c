@@ -4,8 +4,10 @@
  * A normal exit reaches the session's destructor, but _exit(), _Exit() and
  * quick_exit() skip destructors, and exec replaces the image before any of
  * them run. These hooks commit everything recorded so far (the session's
- * "finish") and then do exactly what the program asked. They record no
- * event: they are not CUDA calls.
+ * "finish") and then do exactly what the program asked. An exec may fail:
+ * its trace is completed only once it has succeeded, by the new image or by
+ * `cutrace recover` (execfold.h), and after a failure it goes on. They
+ * record no event: they are not CUDA calls.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,6 +18,8 @@
 
 #include "../core/hook.h"
 #include "../core/session.h"
+
+extern char **environ;
 
 /* Lifecycle functions come from libc: RTLD_NEXT always finds them. */
 #define LIBC_REAL(fn) __typeof__(&fn) real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
@@ -61,35 +65,35 @@ static int exec_failed(int rc)
 CT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     LIBC_REAL(execve);
-    ct_session_finish("exec");
+    ct_session_before_exec(envp);
     return exec_failed(real ? real(path, argv, envp) : (errno = ENOSYS, -1));
 }
 
 CT_EXPORT int execv(const char *path, char *const argv[])
 {
     LIBC_REAL(execv);
-    ct_session_finish("exec");
+    ct_session_before_exec(environ);
     return exec_failed(real ? real(path, argv) : (errno = ENOSYS, -1));
 }
 
 CT_EXPORT int execvp(const char *file, char *const argv[])
 {
     LIBC_REAL(execvp);
-    ct_session_finish("exec");
+    ct_session_before_exec(environ);
     return exec_failed(real ? real(file, argv) : (errno = ENOSYS, -1));
 }
 
 CT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     LIBC_REAL(execvpe);
-    ct_session_finish("exec");
+    ct_session_before_exec(envp);
     return exec_failed(real ? real(file, argv, envp) : (errno = ENOSYS, -1));
 }
 
 CT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     LIBC_REAL(fexecve);
-    ct_session_finish("exec");
+    ct_session_before_exec(envp);
     return exec_failed(real ? real(fd, argv, envp) : (errno = ENOSYS, -1));
 }
 
@@ -97,7 +101,7 @@ CT_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
                        int flags)
 {
     LIBC_REAL(execveat);
-    ct_session_finish("exec");
+    ct_session_before_exec(envp);
     return exec_failed(real ? real(dirfd, path, argv, envp, flags) : (errno = ENOSYS, -1));
 }
 

@@ -8,6 +8,9 @@
  * baseline and a custom all-reduce run compared by `cutrace diff`) and
  * stacks (native and Python call stacks, `cutrace sites`) and security
  * (other users, symlinked trace directories, secrets).
+ * stacks (native and Python call stacks, `cutrace sites`) and startfinish
+ * (creating a trace on a full disk or under a file-size limit, exec, calls
+ * after the tracer's destructor).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -26,5 +29,6 @@ Suite *budget_names_suite(void);
 Suite *pyframes_suite(void);
 Suite *security_suite(void);
 Suite *creation_kill_suite(void);
+Suite *startfinish_suite(void);
 
 #endif

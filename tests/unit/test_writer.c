@@ -1,8 +1,9 @@
 /*
  * test_writer.c - the writer thread: everything pushed is committed, commits
  * happen without being asked, flush and end state, late records after the
- * file was closed, device identity once per device, and a writer that cannot
- * write lets producers go on.
+ * file was sealed (in the .db alone, even with a reader on the WAL), device
+ * identity once per device, and a writer that cannot write lets producers
+ * go on.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -157,6 +158,92 @@ START_TEST(test_end_state_closes_file_and_late_records_reopen_it)
 }
 END_TEST
 
+static void copy_alone(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    ck_assert(in && out);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    fclose(out);
+}
+
+/* Events in a copy of the .db alone, as a user who copies only it sees them. */
+static int64_t events_in_db_alone(struct harness *h)
+{
+    char copy[4200];
+    snprintf(copy, sizeof copy, "%s/alone.db", h->dir);
+    unlink(copy);
+    copy_alone(h->db, copy);
+    sqlite3 *db = tsql_open(copy, SQLITE_OPEN_READONLY);
+    int64_t n = tsql_int(db, "SELECT count(*) FROM events");
+    sqlite3_close(db);
+    return n;
+}
+
+static const char *journal_mode(struct harness *h)
+{
+    sqlite3 *db = tsql_open(h->db, SQLITE_OPEN_READONLY);
+    static char mode[16];
+    snprintf(mode, sizeof mode, "%s", tsql_text(db, "PRAGMA journal_mode"));
+    sqlite3_close(db);
+    return mode;
+}
+
+/* Records after the end state (another library's destructor) land in the .db itself. */
+START_TEST(test_end_state_seals_the_file_for_late_records)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    push(&h, 1, 0);
+    ck_assert(ct_writer_flush(h.w, "exit", 5000));
+    ck_assert_str_eq(journal_mode(&h), "delete");
+    push(&h, 2, 0);
+    push(&h, 3, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    char side[4200];
+    snprintf(side, sizeof side, "%s-wal", h.db);
+    ck_assert_int_ne(access(side, F_OK), 0);
+    snprintf(side, sizeof side, "%s-shm", h.db);
+    ck_assert_int_ne(access(side, F_OK), 0);
+    ck_assert_int_eq(events_in_db_alone(&h), 3);
+    /* A failed exec: the process goes on, and its trace is a WAL trace again. */
+    ck_assert(ct_writer_flush(h.w, "running", 5000));
+    ck_assert_str_eq(journal_mode(&h), "wal");
+    push(&h, 4, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    sqlite3 *db = tsql_open(h.db, SQLITE_OPEN_READONLY);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM events"), 4);
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM meta WHERE key='end_state'"), "running");
+    sqlite3_close(db);
+    stop(&h);
+}
+END_TEST
+
+/* A reader that keeps the WAL in use: the switch waits for nobody, each later commit is
+ * checkpointed instead, and the .db alone still holds every record. */
+START_TEST(test_reader_keeping_the_wal_gets_late_records_checkpointed)
+{
+    struct harness h;
+    start(&h, 1000, 64);
+    push(&h, 1, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    sqlite3 *reader = tsql_open(h.db, SQLITE_OPEN_READONLY);
+    ck_assert_int_eq(tsql_int(reader, "SELECT count(*) FROM events"), 1);
+    ck_assert(ct_writer_flush(h.w, "exit", 5000));
+    ck_assert_str_eq(journal_mode(&h), "wal"); /* SQLite leaves WAL only with no other connection */
+    push(&h, 2, 0);
+    push(&h, 3, 0);
+    ck_assert(ct_writer_flush(h.w, NULL, 5000));
+    ck_assert_int_eq(events_in_db_alone(&h), 3);
+    ck_assert_int_eq(tsql_int(reader, "SELECT count(*) FROM events"), 3);
+    sqlite3_close(reader);
+    stop(&h);
+}
+END_TEST
+
 START_TEST(test_devices_described_once_after_success)
 {
     struct harness h;
@@ -270,6 +357,8 @@ Suite *writer_suite(void)
     tcase_add_test(tc, test_flush_commits_everything_claimed);
     tcase_add_test(tc, test_commits_within_interval_without_flush);
     tcase_add_test(tc, test_end_state_closes_file_and_late_records_reopen_it);
+    tcase_add_test(tc, test_end_state_seals_the_file_for_late_records);
+    tcase_add_test(tc, test_reader_keeping_the_wal_gets_late_records_checkpointed);
     tcase_add_test(tc, test_devices_described_once_after_success);
     tcase_add_test(tc, test_unwritable_trace_kills_writer_not_program);
     tcase_add_test(tc, test_removed_trace_file_stops_writer_at_exit);
