@@ -27,6 +27,7 @@
 #include "sigfree.h"
 #include "stackrec.h"
 #include "store.h"
+#include "tracedir.h"
 
 static bool marker_path(char *out, size_t cap, const char *dir, int64_t pid)
 {
@@ -205,7 +206,9 @@ void ct_execfold_complete(const char *dir, int64_t pid)
     struct fold f = {.dir = dir, .pid = pid};
     if (marker_path(f.marker, sizeof f.marker, dir, pid)) {
         ssize_t n = readlink(f.marker, f.ring_name, sizeof f.ring_name - 1);
-        if (n > 0) {
+        char why[PATH_MAX + 128];
+        /* The directory is trusted as a session trusts it, or left alone. */
+        if (n > 0 && ct_tracedir_use(dir, why, sizeof why) == 0) {
             f.ring_name[n] = '\0';
             ct_sigfree_run(fold_ring, &f);
         }
