@@ -176,6 +176,8 @@ static enum recover_status check_header(struct recover_result *r, const struct c
     if (h->writer_error[0] && h->writer_stopped_after > INT64_MAX)
         return bad(r, path, "corrupt ring: writer_stopped_after %" PRIu64 " is not a seq",
                    h->writer_stopped_after);
+    if (h->version >= 6 && h->dropped > INT64_MAX)
+        return bad(r, path, "corrupt ring: %" PRIu64 " dropped records is not a count", h->dropped);
     return RECOVER_FOLDED; /* meaning: no problem so far */
 }
 
@@ -195,6 +197,8 @@ static void take_header(struct recover_result *r, const struct ct_ring_header *h
                 *c = ' ';
         r->writer_stopped_after = (int64_t)h->writer_stopped_after;
     }
+    /* Ring 5 and older have no count there (their bytes are zero). */
+    r->dropped = h->version >= 6 ? (int64_t)h->dropped : 0;
     const char *slash = strrchr(r->ring_path, '/');
     size_t dir_len = slash ? (size_t)(slash - r->ring_path) + 1 : 0;
     r->db_path = xasprintf("%.*s%s", (int)dir_len, r->ring_path, h->db_name);
@@ -665,6 +669,14 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
         if (rc == 0)
             rc = ct_store_set_meta_int(store, "writer_stopped_after", r->writer_stopped_after);
     }
+    /* The ring's count only grows, and the writer stored a past value of it. */
+    if (rc == 0 && r->dropped > 0) {
+        rc = meta_get(db, "dropped_records", &found, &text, &value, &is_int);
+        free(text);
+        text = NULL;
+        if (rc == 0 && !(found && is_int && value >= r->dropped))
+            rc = ct_store_set_meta_int(store, "dropped_records", r->dropped);
+    }
     if (rc == 0)
         rc = meta_get(db, "recovered_records", &found, &text, &value, &is_int);
     free(text);
@@ -742,6 +754,27 @@ static enum recover_status fold(struct recover_result *r, const struct ct_ring *
 
 /* ---- one ring ---- */
 
+/*
+ * A live process holds a POSIX write lock on its ring (ring 6 on): it is
+ * the process's own, so no child keeps it after the process dies, however
+ * the child was made. F_GETLK only asks; it needs no write access. True
+ * when the ring is live or the answer is unknown, with r->status set.
+ */
+static bool owner_holds_lock(int fd, struct recover_result *r, const struct ct_ring_header *h)
+{
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_GETLK, &probe) != 0) {
+        not_folded(r, false, "cannot test its lock (%s), so cannot tell whether its process lives",
+                   strerror(errno));
+        return true;
+    }
+    if (probe.l_type == F_UNLCK)
+        return false;
+    r->pid = h->pid;
+    r->status = RECOVER_LIVE;
+    return true;
+}
+
 /* Reads and checks the header of the open ring: RECOVER_FOLDED when sound. */
 static enum recover_status read_header(int fd, struct recover_result *r, struct ct_ring_header *h,
                                        struct stat *st)
@@ -769,10 +802,14 @@ static enum recover_status recover_open_ring(int fd, struct recover_result *r)
      * The header is checked before the lock is tried, so a ring is locked only
      * once it is formatted, which its process does after taking its own lock:
      * a cutrace never holds the lock of a ring whose process is just starting
-     * (its own flock would fail and leave its ring unprotected for its life).
+     * (its own lock would fail and leave its ring unprotected for its life).
      */
     if (read_header(fd, r, &h, &st) != RECOVER_FOLDED)
         return r->status;
+    if (owner_holds_lock(fd, r, &h))
+        return r->status;
+    /* flock: what builds before ring 6 hold for their life, and what two
+     * cutraces folding at once exclude each other with. */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
             r->pid = h.pid;

@@ -59,11 +59,14 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 # Stack tests (test_stacks.c): programs with named call sites and a dlopen'ed library.
 TEST_PROGS += stk_native stk_stress
+# Hot-path tests (test_hotpath.c): signal handlers that call CUDA, raw fork.
+TEST_PROGS += rt_sigcalls rt_sigfirst rt_rawfork
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
-                  $(BUILD)/progs/drv_direct
+                  $(BUILD)/progs/drv_direct $(BUILD)/progs/libsigsafe_cuda.so \
+                  $(BUILD)/progs/libraise_in_fallocate.so
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
@@ -80,6 +83,14 @@ $(BUILD)/progs/libstk_plugin.so: tests/progs/stk_plugin.c $(BUILD)/fake/libcudar
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
+$(BUILD)/progs/libsigsafe_cuda.so: tests/progs/sigsafe_cuda.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
+$(BUILD)/progs/libraise_in_fallocate.so: tests/progs/raise_in_fallocate.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared $< -o $@ -ldl
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
 $(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \
