@@ -1197,6 +1197,14 @@ static void print_process_header(const struct process_report *p)
             snprintf(line, sizeof(line), "trace stopped early: %s", t->writer_error);
         print_label("stopped", line);
     }
+    if (t->has_dropped_records && t->dropped_records > 0) {
+        snprintf(line, sizeof(line),
+                 "%" PRId64 " call%s not recorded (a signal handler's calls the tracer could "
+                 "not take without waiting on its own thread, or calls in flight when its "
+                 "writer stopped); seq skips them",
+                 t->dropped_records, t->dropped_records == 1 ? "" : "s");
+        print_label("dropped", line);
+    }
     format_cuda_version(a, sizeof(a), p->runtime_version);
     format_cuda_version(b, sizeof(b), p->driver_version);
     snprintf(line, sizeof(line), "runtime %s, driver %s", a, b);
@@ -1951,6 +1959,7 @@ static void json_process(struct json_writer *w, const struct process_report *p)
     json_kv_int(w, "nested_calls", p->nested);
     json_kv_int(w, "wait_ns", p->wait_ns);
     json_kv_int(w, "waited_calls", p->waited_calls);
+    json_opt_int(w, "dropped_records", t->has_dropped_records, t->dropped_records);
     json_key(w, "driver_lookups");
     if (p->lookups.present) {
         json_object_begin(w);

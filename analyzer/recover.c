@@ -177,6 +177,8 @@ static enum recover_status check_header(struct recover_result *r, const struct c
     if (h->writer_error[0] && h->writer_stopped_after > INT64_MAX)
         return bad(r, path, "corrupt ring: writer_stopped_after %" PRIu64 " is not a seq",
                    h->writer_stopped_after);
+    if (h->version >= 6 && h->dropped > INT64_MAX)
+        return bad(r, path, "corrupt ring: %" PRIu64 " dropped records is not a count", h->dropped);
     return RECOVER_FOLDED; /* meaning: no problem so far */
 }
 
@@ -196,6 +198,8 @@ static void take_header(struct recover_result *r, const struct ct_ring_header *h
                 *c = ' ';
         r->writer_stopped_after = (int64_t)h->writer_stopped_after;
     }
+    /* Ring 5 and older have no count there (their bytes are zero). */
+    r->dropped = h->version >= 6 ? (int64_t)h->dropped : 0;
     const char *slash = strrchr(r->ring_path, '/');
     size_t dir_len = slash ? (size_t)(slash - r->ring_path) + 1 : 0;
     r->db_path = xasprintf("%.*s%s", (int)dir_len, r->ring_path, h->db_name);
@@ -664,6 +668,14 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
         if (rc == 0)
             rc = ct_store_set_meta_int(store, "writer_stopped_after", r->writer_stopped_after);
     }
+    /* The ring's count only grows, and the writer stored a past value of it. */
+    if (rc == 0 && r->dropped > 0) {
+        rc = recover_meta_get(db, "dropped_records", &found, &text, &value, &is_int);
+        free(text);
+        text = NULL;
+        if (rc == 0 && !(found && is_int && value >= r->dropped))
+            rc = ct_store_set_meta_int(store, "dropped_records", r->dropped);
+    }
     if (rc == 0)
         rc = recover_meta_get(db, "recovered_records", &found, &text, &value, &is_int);
     free(text);
@@ -741,8 +753,20 @@ static enum recover_status fold(struct recover_result *r, const struct ct_ring *
 
 /* ---- one ring ---- */
 
+/*
+ * A live process holds a POSIX write lock on its ring (ring 6 on): it is the
+ * process's own, so no child keeps it after the process dies, however the
+ * child was made. F_GETLK only asks and needs no write access. The flock
+ * after it is what builds before ring 6 hold for their life, and what two
+ * cutraces folding at once exclude each other with.
+ */
 enum recover_lock recover_ring_lock(int fd)
 {
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_GETLK, &probe) != 0)
+        return RECOVER_LOCK_FAILED;
+    if (probe.l_type != F_UNLCK)
+        return RECOVER_LOCK_HELD;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
         return RECOVER_LOCK_TAKEN;
     return errno == EWOULDBLOCK ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;
@@ -775,7 +799,7 @@ static enum recover_status recover_open_ring(int fd, struct recover_result *r)
      * The header is checked before the lock is tried, so a ring is locked only
      * once it is formatted, which its process does after taking its own lock:
      * a cutrace never holds the lock of a ring whose process is just starting
-     * (its own flock would fail and leave its ring unprotected for its life).
+     * (its own lock would fail and leave its ring unprotected for its life).
      */
     if (read_header(fd, r, &h, &st) != RECOVER_FOLDED)
         return r->status;

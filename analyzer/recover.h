@@ -10,12 +10,14 @@
  *
  *   1. the ring is validated as hostile input (header fields, sizes, names)
  *      and read through a private read-only mapping: it is never written;
- *   2. a ring whose flock() is held belongs to a live process and is left
- *      alone (the tracer holds LOCK_EX for its whole life);
+ *   2. a ring whose process holds its lock is left alone: a POSIX write
+ *      lock (fcntl, ring 6 on; no child inherits it) or, from older builds,
+ *      flock(LOCK_EX), held for the process's whole life;
  *   3. its records go into dirname(ring)/<header db_name> in one transaction
  *      (INSERT OR IGNORE by seq, so replaying committed records is harmless),
  *      with meta end_state ('killed' unless the ring says how it ended),
- *      writer_error/writer_stopped_after and recovered_records; a missing or
+ *      writer_error/writer_stopped_after, dropped_records and
+ *      recovered_records; a missing or
  *      empty database is created from the header first;
  *   4. the ring is deleted, still under its lock.
  *
@@ -56,6 +58,7 @@ struct recover_result {
     char *boot_id;
     char *writer_error; /* NULL: the writer did not give up */
     int64_t writer_stopped_after;
+    int64_t dropped; /* records the process could not keep (meta dropped_records) */
 
     /* RECOVER_FOLDED. */
     bool created_db;         /* the trace was missing or empty and was made from the header */

@@ -485,7 +485,8 @@ static int check_identity(struct trace *t)
         read_meta_count(t, "recovered_records", &t->recovered_records, &t->has_recovered_records) !=
             0 ||
         read_meta_count(t, "writer_stopped_after", &t->writer_stopped_after,
-                        &t->has_writer_stopped_after) != 0)
+                        &t->has_writer_stopped_after) != 0 ||
+        read_meta_count(t, "dropped_records", &t->dropped_records, &t->has_dropped_records) != 0)
         return -1;
     return 0;
 }

@@ -48,6 +48,8 @@ struct trace {
     char *writer_error;        /* meta 'writer_error': why the writer gave up, NULL if it did not */
     bool has_writer_stopped_after;
     int64_t writer_stopped_after; /* meta 'writer_stopped_after': last seq it committed */
+    bool has_dropped_records;
+    int64_t dropped_records; /* meta 'dropped_records': calls the tracer could not record */
     struct trace_api *apis;
     size_t napis;
     char error[512]; /* the first problem met, one line; "" while none */

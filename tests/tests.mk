@@ -62,12 +62,15 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
 TEST_PROGS += stk_native stk_stress
 # Start and end of a process (test_startfinish.c); sf_life links libsf_late.so.
 TEST_PROGS += sf_life
+# Hot-path tests (test_hotpath.c): signal handlers that call CUDA, raw fork.
+TEST_PROGS += rt_sigcalls rt_sigfirst rt_rawfork
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
                   $(BUILD)/progs/drv_direct $(BUILD)/progs/libsf_late.so \
-                  $(BUILD)/progs/libsf_fail.so
+                  $(BUILD)/progs/libsf_fail.so $(BUILD)/progs/libsigsafe_cuda.so \
+                  $(BUILD)/progs/libraise_in_fallocate.so
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
@@ -97,6 +100,14 @@ $(BUILD)/progs/sf_life: tests/progs/sf_life.c $(BUILD)/progs/libsf_late.so
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
+$(BUILD)/progs/libsigsafe_cuda.so: tests/progs/sigsafe_cuda.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
+$(BUILD)/progs/libraise_in_fallocate.so: tests/progs/raise_in_fallocate.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared $< -o $@ -ldl
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
 $(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \

@@ -23,9 +23,10 @@
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 5
+#define CT_RING_VERSION 6
 /* Ring 3 has the same layout and no auxiliary records, ring 4 no line
- * tables and no instruction offsets in its Python frames: still readable. */
+ * tables and no instruction offsets in its Python frames, ring 5 no
+ * `dropped` in its header (its bytes are zero there): still readable. */
 #define CT_RING_VERSION_OLDEST 3
 
 #define CT_IPC_HANDLE_BYTES 64
@@ -83,6 +84,13 @@ static_assert(sizeof(struct ct_slot) == 256, "ct_slot must stay 256 bytes");
  * when the database could not be written) and why its writer stopped, if it
  * did (writer_error, writer_stopped_after = last sequence number committed).
  * `cutrace recover` moves both into the trace's meta table.
+ *
+ * `dropped` (ring 6) counts the calls that took a sequence number but whose
+ * record the ring could not take: a signal handler's call that would have
+ * waited on its own thread (preload/core/ring.c, session.c), or a call in
+ * flight when the writer died. The writer and `cutrace recover` move it
+ * into meta('dropped_records'), so a gap in seq is never silent. It sits
+ * after the cursors' cache lines, which keep the offsets of ring 5.
  */
 struct ct_ring_header {
     char magic[8];
@@ -102,6 +110,7 @@ struct ct_ring_header {
     uint8_t pad1[56];
     uint64_t tail; /* next ticket the writer consumes (own cache line) */
     uint8_t pad2[56];
+    uint64_t dropped; /* atomic: records not taken, see above (ring 6; 0 before) */
 };
 
 /*
@@ -183,5 +192,8 @@ static_assert(__builtin_offsetof(struct ct_aux_record, api) ==
 
 #define CT_RING_HEADER_BYTES 4096
 static_assert(sizeof(struct ct_ring_header) <= CT_RING_HEADER_BYTES, "ring header too large");
+static_assert(__builtin_offsetof(struct ct_ring_header, head) % 64 == 0 &&
+                  __builtin_offsetof(struct ct_ring_header, tail) % 64 == 0,
+              "the ring's cursors have cache lines of their own");
 
 #endif

@@ -179,8 +179,14 @@ static void fold_ring(void *arg)
         unlink(f->marker); /* folded already, by `cutrace recover` */
         return;
     }
-    /* Held: a live process's ring, so not the one this pid's exec let go of. */
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    /*
+     * Held (a POSIX lock of another process, or the flock of an older build
+     * or of a cutrace folding it): not the ring this pid's exec let go of,
+     * whose lock the exec dropped. F_GETLK never reports this process's own.
+     */
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_GETLK, &probe) != 0 || probe.l_type != F_UNLCK ||
+        flock(fd, LOCK_EX | LOCK_NB) != 0) {
         close(fd);
         return;
     }

@@ -5,11 +5,21 @@
  * slot carries a `turn`: slot i is free for ticket t when turn == t, holds the
  * published record of ticket t when turn == t + 1, and is handed back for
  * ticket t + capacity when the consumer stores turn = t + capacity. A producer
- * claims ticket t with one fetch-add on head, waits (only when the ring is
- * full) until the slot's turn is t, copies the record and publishes it with a
- * release store. Nothing here takes a lock, so a thread that forks, or is
+ * claims ticket t = head with a compare-and-swap on head, and only once it
+ * has seen slot t free; it copies the record and publishes it with a release
+ * store. Nothing here takes a lock, so a thread that forks, or is
  * interrupted by a signal, while inside a push cannot wedge other threads
  * behind a mutex.
+ *
+ * Claiming only a free slot (rather than taking a ticket with fetch-add and
+ * then waiting for its slot) matters for signal handlers. A producer that
+ * waits for space holds no ticket, so a handler that interrupts it and makes
+ * calls of its own waits like any producer. The one window in which a thread
+ * holds a ticket it has not published is the copy between claim and
+ * publish; this thread's `t_window` says so. A handler running inside that
+ * window must not wait for a slot that only frees once the writer passes the
+ * interrupted ticket (it would wait for itself, for ever): that record is
+ * dropped and counted in the header, never lost silently.
  *
  * Because slots are released only after the writer has committed them to
  * SQLite, a crash at any moment leaves every record that is not yet in the
@@ -24,6 +34,40 @@
 #include <sched.h>
 
 #include "clock.h"
+
+/*
+ * The ticket this thread may hold unpublished, and in which ring: set just
+ * before the claim is tried and restored after the publish, so a handler
+ * that runs anywhere in between sees it (then or a little earlier than
+ * needed: a handler that sees a ticket not yet claimed may drop a record it
+ * could have waited for, never the reverse). Only this thread and its
+ * signal handlers touch it, so signal fences order it. initial-exec, like
+ * ct_self: one instruction, no __tls_get_addr inside an intercepted call.
+ */
+struct push_window {
+    const struct ct_ring_header *ring; /* NULL: no push of this thread is in its window */
+    uint64_t ticket;
+};
+static __thread struct push_window t_window __attribute__((tls_model("initial-exec")));
+
+/* The ticket is written before the ring that makes it count, and the ring is
+ * cleared first when the window closes: a handler never reads a ticket of
+ * another window. */
+static void window_open(const struct ct_ring *ring, uint64_t ticket)
+{
+    t_window.ticket = ticket;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_window.ring = ring->hdr;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static void window_restore(const struct push_window *outer)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_window.ring = outer->ring;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_window.ticket = outer->ticket;
+}
 
 size_t ct_ring_bytes(uint64_t capacity)
 {
@@ -53,6 +97,7 @@ void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *ow
     copy_text(hdr->boot_id, sizeof hdr->boot_id, owner->boot_id);
     hdr->head = 0;
     hdr->tail = 0;
+    hdr->dropped = 0;
     struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
     for (uint64_t i = 0; i < capacity; i++)
         slots[i].turn = i;
@@ -89,26 +134,78 @@ static void wait_a_little(unsigned attempt)
     }
 }
 
+/*
+ * True when a push that finds slot `head` taken must not wait: it would wait
+ * for the writer to pass ticket head - capacity (the slot's holder), and
+ * the writer stops at the ticket `outer` this thread holds unpublished.
+ */
+static bool waits_on_itself(const struct ct_ring *ring, const struct push_window *outer,
+                            uint64_t head)
+{
+    return outer->ring == ring->hdr && head - outer->ticket > ring->mask;
+}
+
 uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*writer_alive)(void))
 {
-    uint64_t ticket = __atomic_fetch_add(&ring->hdr->head, 1, __ATOMIC_RELAXED);
-    struct ct_slot *slot = &ring->slots[ticket & ring->mask];
-    uint64_t waited = 0;
-
-    if (__atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) != ticket) {
-        uint64_t t0 = ct_now_ns();
-        for (unsigned attempt = 0; __atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) != ticket;
-             attempt++) {
-            if (!writer_alive())
-                return UINT64_MAX;
-            wait_a_little(attempt);
+    const struct push_window outer = t_window;
+    uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
+    uint64_t t0 = 0;
+    bool waited_any = false;
+    struct ct_slot *slot;
+    for (unsigned attempt = 0;;) {
+        slot = &ring->slots[head & ring->mask];
+        uint64_t turn = __atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE);
+        int64_t ahead = (int64_t)(turn - head);
+        if (ahead == 0) {
+            /* Marked before the claim: a handler must never meet a claimed
+             * ticket it cannot see. The outer window, if any, stays in force
+             * (its ticket is the older one). */
+            bool nested = outer.ring == ring->hdr;
+            if (!nested)
+                window_open(ring, head);
+            if (__atomic_compare_exchange_n(&ring->hdr->head, &head, head + 1, true,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                break;
+            if (!nested)
+                window_restore(&outer);
+            continue; /* head now holds the current value */
         }
-        waited = ct_now_ns() - t0;
+        if (ahead > 0) {
+            /* Another producer claimed this ticket first. */
+            head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
+            continue;
+        }
+        /* Full: the slot still holds ticket head - capacity. */
+        if (waits_on_itself(ring, &outer, head) || !writer_alive()) {
+            __atomic_fetch_add(&ring->hdr->dropped, 1, __ATOMIC_RELAXED);
+            return UINT64_MAX;
+        }
+        if (!waited_any) {
+            t0 = ct_now_ns();
+            waited_any = true;
+        }
+        wait_a_little(attempt++);
+        head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
     }
+    uint64_t waited = waited_any ? ct_now_ns() - t0 : 0;
+    /* Ticket `head` is ours: no one else may touch its slot until we publish. */
+    assert(__atomic_load_n(&slot->turn, __ATOMIC_RELAXED) == head);
     memcpy(&slot->rec, rec, sizeof *rec);
     slot->rec.wait_ns = waited;
-    __atomic_store_n(&slot->turn, ticket + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&slot->turn, head + 1, __ATOMIC_RELEASE);
+    if (outer.ring != ring->hdr)
+        window_restore(&outer);
     return waited;
+}
+
+void ct_ring_count_dropped(struct ct_ring *ring, uint64_t n)
+{
+    __atomic_fetch_add(&ring->hdr->dropped, n, __ATOMIC_RELAXED);
+}
+
+uint64_t ct_ring_dropped(const struct ct_ring *ring)
+{
+    return __atomic_load_n(&ring->hdr->dropped, __ATOMIC_RELAXED);
 }
 
 const struct ct_record *ct_ring_peek(struct ct_ring *ring, uint64_t *cursor)

@@ -2,8 +2,8 @@
  * ring.h - the bounded multi-producer, single-consumer record queue.
  *
  * Producers are the program's threads, inside intercepted calls: a push is
- * two atomic operations and a 248-byte copy, with no lock, no allocation and
- * no system call unless the ring is full. The single consumer is the writer
+ * a compare-and-swap, a 248-byte copy and a release store, with no lock, no
+ * allocation and no system call unless the ring is full. The single consumer is the writer
  * thread. The ring lives in caller-provided memory, which in production is a
  * MAP_SHARED file mapping so that a killed process leaves its unwritten
  * records behind; ct_ring_scan() finds them again.
@@ -48,12 +48,22 @@ bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes);
 /*
  * Appends a copy of *rec. If the ring is full the caller waits for the writer
  * (the program is slowed, never silently missing records); the time waited is
- * stored in the copy's wait_ns and returned. `writer_alive` is polled while
- * waiting so a dead writer turns the push into a drop instead of a hang;
- * returns UINT64_MAX in that case.
+ * stored in the copy's wait_ns and returned. A waiting caller holds no
+ * ticket, so a signal handler that interrupts it can push (and wait) too.
+ * The record is dropped instead, counted in the header's `dropped`, and
+ * UINT64_MAX returned, when waiting could never end: the writer is dead
+ * (`writer_alive` is polled while waiting), or the caller is a signal
+ * handler that interrupted a push of its own thread between claim and
+ * publish, and the slot it needs is behind that unpublished one.
  */
 uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec,
                       bool (*writer_alive)(void));
+
+/* Records lost outside the ring (a call made while there was no ring to
+ * take it, one that found the writer dead): added to the header's count. */
+void ct_ring_count_dropped(struct ct_ring *ring, uint64_t n);
+/* The header's count of dropped records. */
+uint64_t ct_ring_dropped(const struct ct_ring *ring);
 
 /*
  * Consumer side. ct_ring_peek returns the next published record after the

@@ -7,6 +7,18 @@
  * untouched). The only lock, start_mu, is taken to leave IDLE and around
  * fork(); the steady state reads `state` with one atomic load.
  *
+ * Two callers must not be left to the steady state:
+ *   - a signal handler that makes a CUDA call while its thread is creating
+ *     the trace (start_mu held, or being waited for) cannot wait for it:
+ *     ct_self.starting says so, and the call's record is dropped and
+ *     counted (start_drops, moved into the ring's `dropped` once the ring
+ *     exists);
+ *   - a child made without the fork handlers (syscall(SYS_fork), clone)
+ *     holds a copy of the parent's session, whose ring is not mapped in it.
+ *     A page that reads 0 in every child (MADV_WIPEONFORK, `owner`) tells
+ *     it, for one load at each end of a call, and the child takes the
+ *     session over as after_fork_child does.
+ *
  * Files are created lazily so that the many processes of a server that never
  * touch CUDA (tokenizers, shell wrappers) leave nothing behind. Each is made
  * with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, relative to the checked trace
@@ -26,10 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -48,13 +60,23 @@
 #include "warn.h"
 #include "writer.h"
 
-#define CT_DEFAULT_BUFFER_MB 8
+#define CT_DEFAULT_BUFFER_MB 8  /* 32,768 records: the slots; the header page is extra */
 #define CT_MAX_BUFFER_MB     64 /* the memory a tracer may take from a process */
 #define CT_MIN_SLOTS         64
 #define CT_FLUSH_TIMEOUT_MS  3000
 #define CT_DEFAULT_DIR       "cutrace-trace"
 
 enum ct_state { CT_IDLE = 0, CT_ON, CT_OFF };
+
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18 /* Linux 4.14; older C libraries lack the name */
+#endif
+
+/* The owner page's word: what a child reads (0) until it takes over. */
+enum { OWNER_WIPED = 0, OWNER_TAKING_OVER, OWNER_THIS_PROCESS };
+
+/* Whether the session in memory is this process's (ownership()). */
+enum ct_ownership { CT_OURS, CT_TAKEN_OVER, CT_NOT_OURS };
 
 extern char **environ;
 
@@ -71,15 +93,85 @@ static struct {
     size_t buffer_bytes;
     char dir[PATH_MAX];
     char ring_path[PATH_MAX];
-    int ring_fd; /* open and flock()ed while the process lives */
+    int ring_fd; /* open, with a POSIX write lock on it, while the process lives */
     struct ct_ring ring;
     struct ct_writer *writer;
     /* An exec is under way and its marker made (execfold.h); the exec-ing thread's only. */
     bool exec_marked;
+    uint64_t start_drops; /* atomic: records dropped before the ring existed */
+    uint64_t *owner;      /* MADV_WIPEONFORK word; NULL where the kernel has none */
 } S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
+
+static void become_child_session(void);
+
+/*
+ * The page is private, so a vfork child (which runs in our memory and must
+ * leave our session alone) reads our mark, and any other child reads 0.
+ */
+static void mark_owner_page(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t bytes = page > 0 ? (size_t)page : 4096;
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return;
+    if (madvise(mem, bytes, MADV_WIPEONFORK) != 0) {
+        munmap(mem, bytes);
+        return;
+    }
+    S.owner = mem;
+    __atomic_store_n(S.owner, OWNER_THIS_PROCESS, __ATOMIC_RELEASE);
+}
+
+/*
+ * A child that no fork handler told: the first of its threads to notice
+ * takes the session over, the others wait for it (no system call, no lock:
+ * a thread that waits may be interrupted by a handler, whose call is then
+ * dropped like any made during setup).
+ */
+static void take_over_after_raw_fork(void)
+{
+    ct_self.starting = true;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    uint64_t wiped = OWNER_WIPED;
+    if (__atomic_compare_exchange_n(S.owner, &wiped, OWNER_TAKING_OVER, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        become_child_session();
+        __atomic_store_n(S.owner, OWNER_THIS_PROCESS, __ATOMIC_RELEASE);
+    } else {
+        while (__atomic_load_n(S.owner, __ATOMIC_ACQUIRE) != OWNER_THIS_PROCESS)
+            sched_yield();
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    ct_self.starting = false;
+}
+
+/*
+ * Checked at both ends of every call: CT_TAKEN_OVER when this call found a
+ * raw fork's child and took the session over (at the end of a call, the
+ * record was begun in the parent's session). Without MADV_WIPEONFORK (Linux before
+ * 4.14) a pid that is not the session's - a raw fork's child or a vfork
+ * child, which cannot be told apart - is not traced at all (one getpid()
+ * per call there): taking over in a vfork child would wreck its parent's
+ * session.
+ */
+static enum ct_ownership ownership(void)
+{
+    if (__builtin_expect(S.owner != NULL, 1)) {
+        if (__builtin_expect(__atomic_load_n(S.owner, __ATOMIC_ACQUIRE) == OWNER_THIS_PROCESS, 1))
+            return CT_OURS;
+        /* A handler on the thread taking over: it cannot wait for its own thread. */
+        if (!ct_self.starting)
+            take_over_after_raw_fork();
+        return CT_TAKEN_OVER;
+    }
+    return !S.configured || getpid() == S.pid ? CT_OURS : CT_NOT_OURS;
+}
 
 bool ct_session_tracing(void)
 {
+    if (__builtin_expect(ownership() == CT_NOT_OURS, 0))
+        return false;
     return __atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != CT_OFF;
 }
 
@@ -107,6 +199,7 @@ static void configure(void)
         return;
     S.configured = true;
     S.pid = getpid();
+    mark_owner_page();
     S.start_wall_ns = ct_wall_ns();
     S.start_mono_ns = ct_now_ns();
 
@@ -128,13 +221,21 @@ static void configure(void)
     if (!current || strcmp(current, S.dir) != 0)
         setenv("CUTRACE_DIR", S.dir, 1);
 
+    /* Digits only: strtoul would take " 8", "+8", "8MB" and "-1" (as a huge number). */
     unsigned long mb = CT_DEFAULT_BUFFER_MB;
     const char *b = getenv("CUTRACE_BUFFER_MB");
     if (b && *b) {
-        char *end;
-        unsigned long v = strtoul(b, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= CT_MAX_BUFFER_MB)
+        size_t len = strlen(b);
+        unsigned long v = strspn(b, "0123456789") == len && len <= 4 ? strtoul(b, NULL, 10) : 0;
+        if (v >= 1 && v <= CT_MAX_BUFFER_MB)
             mb = v;
+        else
+            ct_warn_once(
+                CT_PROBLEM_BUFFER_SIZE,
+                "CUTRACE_BUFFER_MB=%.20s is not a whole number of MiB from 1 to %d; "
+                "using %d (%d records)",
+                b, CT_MAX_BUFFER_MB, CT_DEFAULT_BUFFER_MB,
+                (int)(((unsigned long)CT_DEFAULT_BUFFER_MB << 20) / sizeof(struct ct_slot)));
     }
     S.buffer_bytes = mb << 20;
 }
@@ -146,6 +247,13 @@ static void configure(void)
  * hidden name and only then published, so `cutrace recover` never sees a
  * half-made ring; the lock tells it the process is alive. Where any of this
  * fails, an anonymous mapping keeps the program traced without crash safety.
+ *
+ * The lock is a POSIX record lock (F_SETLK): it belongs to this process and
+ * no child inherits it, however the child is made, so it is free exactly
+ * when this process is gone (flock and OFD locks belong to the open file,
+ * which a raw fork's child shares and keeps). POSIX locks are also dropped
+ * when the process closes any descriptor of the file, so the tracer never
+ * opens a ring file a second time.
  */
 static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t capacity,
                        const struct ct_ring_owner *owner, const char **why)
@@ -161,7 +269,8 @@ static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t 
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         rc = mem == MAP_FAILED ? errno : 0;
     }
-    if (rc == 0 && flock(fd, LOCK_EX | LOCK_NB) != 0)
+    struct flock alive = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (rc == 0 && fcntl(fd, F_SETLK, &alive) != 0)
         rc = errno;
     if (rc == 0) {
         ct_ring_format(mem, capacity, owner);
@@ -192,15 +301,18 @@ enum ring_outcome { RING_MAPPED, RING_NO_ROOM, RING_FAILED };
 /* RING_NO_ROOM: not even the smallest ring file fits (*why says why). */
 static enum ring_outcome map_ring(const struct ct_tracefile *files, const char **why)
 {
-    /* Under a file-size limit the ring shrinks to fit in it rather than giving up. */
-    size_t budget = S.buffer_bytes;
-    struct rlimit fsize;
-    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
-        fsize.rlim_cur / 2 < budget)
-        budget = fsize.rlim_cur / 2;
+    /* CUTRACE_BUFFER_MB is the slots' size (the header page is extra), in
+     * records rounded down to a power of two: 8 MiB holds 32,768. */
     uint64_t capacity = CT_MIN_SLOTS;
-    while (ct_ring_bytes(capacity * 2) <= budget)
+    while (capacity * 2 * sizeof(struct ct_slot) <= S.buffer_bytes)
         capacity *= 2;
+    /* Under a file-size limit the ring shrinks to fit in half of it rather than giving up. */
+    size_t budget = SIZE_MAX;
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        budget = fsize.rlim_cur / 2;
+    while (capacity > CT_MIN_SLOTS && ct_ring_bytes(capacity) > budget)
+        capacity /= 2;
     size_t bytes = ct_ring_bytes(capacity);
 
     char boot_id[40];
@@ -405,8 +517,15 @@ static bool start_locked(void)
     return started;
 }
 
+/*
+ * ct_self.starting covers the lock's acquisition too: a handler that
+ * arrives once the mutex is ours but before a flag set after it could be
+ * would wait on its own thread.
+ */
 static int start(void)
 {
+    ct_self.starting = true;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pthread_mutex_lock(&S.start_mu);
     int state = __atomic_load_n(&S.state, __ATOMIC_ACQUIRE);
     if (state == CT_IDLE) {
@@ -414,6 +533,12 @@ static int start(void)
         __atomic_store_n(&S.state, state, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&S.start_mu);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    ct_self.starting = false;
+    /* After the flag is down: whatever this thread's handlers dropped is in. */
+    uint64_t dropped = __atomic_exchange_n(&S.start_drops, 0, __ATOMIC_RELAXED);
+    if (dropped && state == CT_ON)
+        ct_ring_count_dropped(&S.ring, dropped);
     return state;
 }
 
@@ -424,6 +549,16 @@ static bool writer_alive(void)
 
 void ct_session_append(struct ct_record *rec)
 {
+    /* A signal handler's call while its thread sets the session up: its seq
+     * is this session's, so the gap is counted. */
+    if (__builtin_expect(ct_self.starting, 0)) {
+        __atomic_fetch_add(&S.start_drops, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    /* A call begun before a raw fork: its seq is the parent's, whose copy of
+     * the call the parent records itself. */
+    if (__builtin_expect(ownership() != CT_OURS, 0))
+        return;
     int state = __atomic_load_n(&S.state, __ATOMIC_ACQUIRE);
     if (state == CT_IDLE)
         state = start();
@@ -431,6 +566,7 @@ void ct_session_append(struct ct_record *rec)
         return;
     if (!writer_alive()) {
         __atomic_store_n(&S.state, CT_OFF, __ATOMIC_RELEASE);
+        ct_ring_count_dropped(&S.ring, 1);
         return;
     }
     ct_ring_push(&S.ring, rec, writer_alive);
@@ -544,15 +680,18 @@ static void after_fork_parent(void)
  * The child has one thread and a copy of our memory. The writer (its thread
  * is gone, its SQLite handle is the parent's) and the ring (not mapped here:
  * MADV_DONTFORK) are abandoned, not freed; the child starts a session of its
- * own at its first CUDA event.
+ * own at its first CUDA event. Also what a raw fork's child does when it
+ * notices (take_over_after_raw_fork); start_drops is kept there, since a
+ * handler of the thread taking over may have counted into it already.
  */
-static void after_fork_child(void)
+static void become_child_session(void)
 {
     pthread_mutex_init(&S.start_mu, NULL);
     S.writer = NULL;
     memset(&S.ring, 0, sizeof S.ring);
     S.ring_path[0] = '\0';
-    /* Our copy of the parent's ring fd would keep its lock (its "alive" flag) held. */
+    /* The parent's descriptor is not ours to keep open (the lock on it is the
+     * parent's and stays so: POSIX locks are not inherited). */
     if (S.ring_fd >= 0)
         close(S.ring_fd);
     S.ring_fd = -1;
@@ -564,6 +703,15 @@ static void after_fork_child(void)
     __atomic_store_n(&S.state, S.disabled_by_config ? CT_OFF : CT_IDLE, __ATOMIC_RELEASE);
     ct_thread_after_fork_child();
     ct_warn_reset();
+}
+
+static void after_fork_child(void)
+{
+    __atomic_store_n(&S.start_drops, 0, __ATOMIC_RELAXED);
+    become_child_session();
+    /* The page was wiped by the fork: this child's session is its own now. */
+    if (S.owner)
+        __atomic_store_n(S.owner, OWNER_THIS_PROCESS, __ATOMIC_RELEASE);
 }
 
 __attribute__((constructor)) static void session_load(void)

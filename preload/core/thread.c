@@ -19,6 +19,8 @@ void ct_thread_after_fork_child(void)
 {
     /* The child's thread has a new tid; its CUDA state is not inherited. */
     bool internal = ct_self.internal;
+    bool starting = ct_self.starting;
     memset(&ct_self, 0, sizeof ct_self);
     ct_self.internal = internal;
+    ct_self.starting = starting;
 }

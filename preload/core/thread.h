@@ -16,6 +16,8 @@ struct ct_thread {
     int32_t device;       /* valid only when device_known */
     bool device_known;    /* device learned from cudaSetDevice or a probe */
     bool internal;        /* the tracer's own thread: its calls are not traced */
+    bool starting;        /* inside session setup (session.c): a signal handler's call
+                             on this thread cannot wait for it, and is dropped */
     uint16_t depth;       /* traced calls in progress on this thread */
     uint64_t current_seq; /* innermost traced call in progress, 0 = none */
 };
@@ -24,7 +26,8 @@ extern __thread struct ct_thread ct_self __attribute__((tls_model("initial-exec"
 
 int32_t ct_thread_id(void);
 
-/* A forked child's only thread is a new thread with the forking thread's memory. */
+/* A forked child's only thread is a new thread with the forking thread's
+ * memory; what its own call stack is doing (internal, starting) stays. */
 void ct_thread_after_fork_child(void);
 
 #endif

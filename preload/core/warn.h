@@ -18,6 +18,7 @@ enum ct_problem {
     CT_PROBLEM_SECOND_COPY,   /* another copy of a traced library, not wrapped */
     CT_PROBLEM_STACKS,        /* call stacks misconfigured or unavailable (stacks.c) */
     CT_PROBLEM_PYFRAMES,      /* Python frames cannot be read without the GIL (pyframes.c) */
+    CT_PROBLEM_BUFFER_SIZE,   /* CUTRACE_BUFFER_MB is not a size cutrace takes */
     CT_PROBLEM_COUNT
 };
 

@@ -68,6 +68,7 @@ struct ct_writer {
     uint64_t last_seq;        /* highest sequence number committed */
     bool more_to_drain;       /* the last drain stopped early, not for lack of records */
     uint64_t file_checked_ns; /* when the trace file was last seen in place */
+    uint64_t dropped_noted;   /* the ring's `dropped` as last stored in meta */
     char last_error[512];
 };
 
@@ -214,6 +215,21 @@ static bool open_trace_file(struct ct_writer *w)
     return w->store != NULL;
 }
 
+/*
+ * The ring's count of dropped records, into meta('dropped_records') within
+ * the open transaction when it changed: a gap in seq is always explained.
+ */
+static int note_dropped(struct ct_writer *w)
+{
+    uint64_t dropped = ct_ring_dropped(w->cfg.ring);
+    if (dropped == w->dropped_noted || dropped > INT64_MAX)
+        return 0;
+    int rc = ct_store_set_meta_int(w->store, "dropped_records", (int64_t)dropped);
+    if (!rc)
+        w->dropped_noted = dropped;
+    return rc;
+}
+
 /* One transaction of everything published so far; returns records written or -1. */
 static long drain_once(struct ct_writer *w)
 {
@@ -242,7 +258,7 @@ static long drain_once(struct ct_writer *w)
             last_seq = r->seq;
         n++;
     }
-    if (ct_store_commit(w->store))
+    if (note_dropped(w) || ct_store_commit(w->store))
         return -1;
     w->last_seq = last_seq;
     assert(w->cursor - start == (uint64_t)n);
@@ -262,7 +278,8 @@ static int finish_store(struct ct_writer *w, const char *end_state)
 {
     if (!w->store && !open_trace_file(w))
         return -1;
-    if (ct_store_set_meta_text(w->store, "end_state", end_state))
+    /* Autocommit: the drop count, when it changed since the last drain, and the end. */
+    if (note_dropped(w) || ct_store_set_meta_text(w->store, "end_state", end_state))
         return -1;
     if (strcmp(end_state, "running") == 0)
         return ct_store_unseal(w->store);

@@ -52,6 +52,7 @@ struct ring_spec {
     int64_t pid;
     uint64_t start_wall_ns, start_mono_ns;
     const char *boot_id;
+    uint64_t dropped; /* records the process counted as not taken */
 };
 
 static char *join(const char *dir, const char *name)
@@ -108,6 +109,8 @@ static void write_ring(const char *path, const struct ring_spec *spec)
         ct_ring_note_end(&ring, spec->end_state);
     if (spec->writer_error)
         ct_ring_note_writer_failure(&ring, spec->stopped_after, spec->writer_error);
+    if (spec->dropped)
+        ct_ring_count_dropped(&ring, spec->dropped);
     write_file(path, mem, bytes);
     free(mem);
 }
@@ -219,6 +222,15 @@ static void assert_ok(const struct proc_result *r)
     ck_assert_msg(r->err_len == 0, "stderr not empty:\n%.1500s", r->err);
 }
 
+/* Writes `spec` as the directory's ring and folds it, quietly and successfully. */
+static void fold_ring(const char *dir, const char *ring, const struct ring_spec *spec)
+{
+    write_ring(ring, spec);
+    struct proc_result r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    proc_result_free(&r);
+}
+
 /* ---- the good path ---- */
 
 START_TEST(test_recover_folds_exactly_once)
@@ -282,10 +294,7 @@ START_TEST(test_replayed_ring_adds_nothing)
     ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'recovered_records'"), 0);
     /* recovered_records adds up over folds instead of being overwritten. */
     spec = (struct ring_spec){.first = 4, .count = 4};
-    write_ring(ring, &spec);
-    r = run2("recover", dir, NULL);
-    assert_ok(&r);
-    proc_result_free(&r);
+    fold_ring(dir, ring, &spec);
     ck_assert_int_eq(query_int(db, "SELECT count(*) FROM events"), 7);
     ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'recovered_records'"), 2);
     free(db);
@@ -495,14 +504,22 @@ END_TEST
 
 /* ---- rings to leave alone ---- */
 
-START_TEST(test_locked_ring_is_left_alone)
+/*
+ * What the tracer does for its whole life: a POSIX record lock since ring 6
+ * (no child inherits it, so a raw fork's child cannot keep a dead parent's
+ * ring "alive"), flock before.
+ */
+static void check_locked_ring_is_left_alone(bool posix_lock)
 {
     char *dir = scratch_dir(), *db, *ring;
     make_killed(dir, &db, &ring);
-    /* What the tracer does for its whole life. */
     int fd = open(ring, O_RDWR | O_CLOEXEC);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (posix_lock)
+        ck_assert_int_eq(fcntl(fd, F_SETLK, &lock), 0);
+    else
+        ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
 
     struct proc_result r = run2("recover", dir, NULL);
     assert_ok(&r);
@@ -535,6 +552,17 @@ START_TEST(test_locked_ring_is_left_alone)
     free(db);
     free(ring);
     scratch_remove(dir);
+}
+
+START_TEST(test_locked_ring_is_left_alone)
+{
+    check_locked_ring_is_left_alone(false);
+}
+END_TEST
+
+START_TEST(test_posix_locked_ring_is_left_alone)
+{
+    check_locked_ring_is_left_alone(true);
 }
 END_TEST
 
@@ -641,6 +669,8 @@ static const struct damage damages[] = {
     {"pid zero", SET_U64, HDR(pid), 0, NULL, 0, "pid 0 is not a process id"},
     {"pid negative", SET_U64, HDR(pid), (uint64_t)-5, NULL, 0, "pid -5 is not a process id"},
     {"pid too large", SET_U64, HDR(pid), UINT64_C(1) << 40, NULL, 0, "is not a process id"},
+    {"dropped not a count", SET_U64, HDR(dropped), UINT64_MAX, NULL, 0,
+     "dropped records is not a count"},
     {"record with seq 0", SLOT_SEQ, 0, 0, NULL, 0, "a record with seq 0"},
     {"record with seq over 2^63", SLOT_SEQ, 0, UINT64_C(1) << 63, NULL, 0,
      "a record with seq 9223372036854775808"},
@@ -743,6 +773,52 @@ START_TEST(test_hostile_rings_are_refused)
         free(ring);
         scratch_remove(dir);
     }
+}
+END_TEST
+
+/* The ring's count of calls it could not take goes into meta and the summary. */
+START_TEST(test_dropped_records_from_ring)
+{
+    char *dir = scratch_dir();
+    char *db = make_trace(dir, 5), *ring = join(dir, RING_NAME);
+    struct ring_spec spec = {.first = 6, .count = 3, .dropped = 7};
+    fold_ring(dir, ring, &spec);
+    ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'dropped_records'"), 7);
+    struct proc_result r = run2("summary", dir, NULL);
+    assert_ok(&r);
+    assert_contains(r.out, "dropped    7 calls not recorded (");
+    proc_result_free(&r);
+    r = run2("summary", "--json", dir);
+    assert_ok(&r);
+    char *j = compact(r.out);
+    assert_contains(j, "\"waited_calls\":0,\"dropped_records\":7,");
+    free(j);
+    proc_result_free(&r);
+
+    /* The writer stored a later count than this ring's: the larger stays. */
+    sqlite3 *s;
+    ck_assert_int_eq(sqlite3_open(db, &s), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(s, "UPDATE meta SET value = 9 WHERE key = 'dropped_records'", 0, 0, 0),
+        SQLITE_OK);
+    sqlite3_close(s);
+    spec = (struct ring_spec){.first = 9, .count = 1, .dropped = 8};
+    fold_ring(dir, ring, &spec);
+    ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'dropped_records'"), 9);
+
+    /* Ring 5 had no count: whatever its bytes there say is not one. */
+    spec = (struct ring_spec){.first = 10, .count = 1, .dropped = 20};
+    write_ring(ring, &spec);
+    uint32_t v5 = 5;
+    pwrite_at(ring, HDR(version), &v5, sizeof(v5));
+    r = run2("recover", dir, NULL);
+    assert_ok(&r);
+    proc_result_free(&r);
+    ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'dropped_records'"), 9);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM events"), 10);
+    free(db);
+    free(ring);
+    scratch_remove(dir);
 }
 END_TEST
 
@@ -1368,6 +1444,8 @@ Suite *recover_suite(void)
     tcase_add_test(tc, test_trace_made_from_header);
     tcase_add_test(tc, test_end_state_and_writer_error_from_ring);
     tcase_add_test(tc, test_locked_ring_is_left_alone);
+    tcase_add_test(tc, test_posix_locked_ring_is_left_alone);
+    tcase_add_test(tc, test_dropped_records_from_ring);
     tcase_add_test(tc, test_read_only_directory);
     tcase_add_test(tc, test_hostile_rings_are_refused);
     tcase_add_test(tc, test_odd_files_named_ring);

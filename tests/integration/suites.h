@@ -11,6 +11,8 @@
  * stacks (native and Python call stacks, `cutrace sites`) and startfinish
  * (creating a trace on a full disk or under a file-size limit, exec, calls
  * after the tracer's destructor).
+ * stacks (native and Python call stacks, `cutrace sites`) and hotpath
+ * (signal handlers that call CUDA, raw fork, the ring's size).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -30,5 +32,6 @@ Suite *pyframes_suite(void);
 Suite *security_suite(void);
 Suite *creation_kill_suite(void);
 Suite *startfinish_suite(void);
+Suite *hotpath_suite(void);
 
 #endif

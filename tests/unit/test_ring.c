@@ -1,11 +1,15 @@
 /*
  * test_ring.c - the lock-free record ring: order, wrap-around, back-pressure,
- * recovery scan, and many producers at once.
+ * recovery scan, many producers at once, and a signal handler that pushes
+ * while its own thread is inside a push.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../preload/core/ring.h"
 #include "suites.h"
@@ -115,19 +119,28 @@ static void *push_one(void *arg)
     return NULL;
 }
 
+/* Fills a ring of 4 (records 1..4), then pushes record 5 in thread *t,
+ * which has been waiting for 30 ms on return. */
+static void *start_waiting_push(struct ct_ring *ring, struct pusher *p, pthread_t *t)
+{
+    void *mem = make_ring(ring, 4);
+    for (uint64_t s = 1; s <= 4; s++) {
+        struct ct_record r = rec_with(s);
+        ct_ring_push(ring, &r, alive);
+    }
+    *p = (struct pusher){ring, 5, 0};
+    pthread_create(t, NULL, push_one, p);
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return mem;
+}
+
 START_TEST(test_full_ring_makes_producer_wait_and_records_wait)
 {
     struct ct_ring ring;
-    void *mem = make_ring(&ring, 4);
-    for (uint64_t s = 1; s <= 4; s++) {
-        struct ct_record r = rec_with(s);
-        ct_ring_push(&ring, &r, alive);
-    }
-    struct pusher p = {&ring, 5, 0};
+    struct pusher p;
     pthread_t t;
-    pthread_create(&t, NULL, push_one, &p);
-    struct timespec ts = {0, 30 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    void *mem = start_waiting_push(&ring, &p, &t);
     uint64_t cursor = 0;
     ck_assert_ptr_nonnull(ct_ring_peek(&ring, &cursor));
     /* Not yet released: the fifth record must still be waiting. */
@@ -153,7 +166,135 @@ START_TEST(test_full_ring_with_dead_writer_drops_instead_of_hanging)
     ct_ring_push(&ring, &r, alive);
     ct_ring_push(&ring, &r, alive);
     ck_assert_uint_eq(ct_ring_push(&ring, &r, dead), UINT64_MAX);
+    /* Counted, and no ticket left claimed that no one will publish. */
+    ck_assert_uint_eq(ct_ring_dropped(&ring), 1);
+    ck_assert_uint_eq(ct_ring_claimed(&ring), 2);
     free(mem);
+}
+END_TEST
+
+/* A producer waiting for space has claimed nothing: a signal handler that
+ * interrupts it may push (and wait) too, and a flush does not wait for it. */
+START_TEST(test_waiting_producer_holds_no_ticket)
+{
+    struct ct_ring ring;
+    struct pusher p;
+    pthread_t t;
+    void *mem = start_waiting_push(&ring, &p, &t);
+    ck_assert_uint_eq(ct_ring_claimed(&ring), 4);
+    uint64_t cursor = 0;
+    ck_assert_ptr_nonnull(ct_ring_peek(&ring, &cursor));
+    ct_ring_release(&ring, cursor);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(ct_ring_claimed(&ring), 5);
+    ck_assert_uint_ge(p.waited, 20 * 1000 * 1000);
+    ck_assert_uint_eq(ct_ring_dropped(&ring), 0);
+    free(mem);
+}
+END_TEST
+
+/*
+ * A signal handler that runs while its thread is between claim and publish.
+ * The slots' page is made read-only, so the producer's copy into its claimed
+ * slot faults: the SIGSEGV handler then runs exactly inside that window. It
+ * makes the page writable again (the copy resumes when it returns) and
+ * pushes HANDLER_PUSHES records, as a handler making CUDA calls would.
+ */
+enum { WINDOW_CAP = 16, HANDLER_PUSHES = WINDOW_CAP };
+
+static struct {
+    struct ct_ring ring;
+    void *slots_page;
+    size_t page_bytes;
+    uint64_t results[HANDLER_PUSHES];
+    int unprotected; /* atomic: the handler ran, the consumer may start */
+    int stop;        /* atomic */
+} W;
+
+static void push_inside_window(int sig)
+{
+    (void)sig;
+    mprotect(W.slots_page, W.page_bytes, PROT_READ | PROT_WRITE);
+    __atomic_store_n(&W.unprotected, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < HANDLER_PUSHES; i++) {
+        struct ct_record r = rec_with(100 + (uint64_t)i);
+        W.results[i] = ct_ring_push(&W.ring, &r, alive);
+    }
+}
+
+/* The writer: drains and releases all that is published, in ticket order. */
+static void *consume_in_order(void *arg)
+{
+    uint64_t *seqs = arg;
+    while (!__atomic_load_n(&W.unprotected, __ATOMIC_ACQUIRE))
+        sched_yield();
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the handler's first push finds the ring full */
+    uint64_t cursor = 0;
+    for (;;) {
+        bool stopping = __atomic_load_n(&W.stop, __ATOMIC_ACQUIRE);
+        const struct ct_record *r;
+        while ((r = ct_ring_peek(&W.ring, &cursor)) != NULL)
+            seqs[cursor - 1] = r->seq;
+        ct_ring_release(&W.ring, cursor);
+        if (stopping)
+            break;
+        sched_yield();
+    }
+    return NULL;
+}
+
+START_TEST(test_handler_inside_a_push_waits_for_space_but_never_for_itself)
+{
+    W.page_bytes = (size_t)sysconf(_SC_PAGESIZE);
+    ck_assert_uint_eq(W.page_bytes, WINDOW_CAP * sizeof(struct ct_slot));
+    size_t bytes = ct_ring_bytes(WINDOW_CAP);
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(mem, MAP_FAILED);
+    struct ct_ring_owner owner = {42, 1, 2, "x.db", "boot"};
+    ct_ring_format(mem, WINDOW_CAP, &owner);
+    ck_assert(ct_ring_attach(&W.ring, mem, bytes));
+    W.slots_page = W.ring.slots;
+
+    /* Tickets 0..14 published, not yet released: one slot left. */
+    for (uint64_t s = 1; s < WINDOW_CAP; s++) {
+        struct ct_record r = rec_with(s);
+        ck_assert_uint_eq(ct_ring_push(&W.ring, &r, alive), 0);
+    }
+    uint64_t seqs[2 * WINDOW_CAP] = {0};
+    pthread_t consumer;
+    pthread_create(&consumer, NULL, consume_in_order, seqs);
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = push_inside_window;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old);
+    ck_assert_int_eq(mprotect(W.slots_page, W.page_bytes, PROT_READ), 0);
+    struct ct_record mine = rec_with(WINDOW_CAP); /* ticket 15 */
+    uint64_t waited = ct_ring_push(&W.ring, &mine, alive);
+    sigaction(SIGSEGV, &old, NULL);
+    ck_assert_uint_eq(waited, 0);
+    ck_assert(__atomic_load_n(&W.unprotected, __ATOMIC_ACQUIRE));
+
+    /* Tickets 16..30 needed slots the writer could free: they waited. */
+    ck_assert_uint_gt(W.results[0], 0);
+    for (int i = 0; i < HANDLER_PUSHES - 1; i++)
+        ck_assert_uint_ne(W.results[i], UINT64_MAX);
+    /* Ticket 31's slot is behind ticket 15, which the handler's own thread
+     * holds: dropped and counted instead of waiting for ever. */
+    ck_assert_uint_eq(W.results[HANDLER_PUSHES - 1], UINT64_MAX);
+    ck_assert_uint_eq(ct_ring_dropped(&W.ring), 1);
+    ck_assert_uint_eq(ct_ring_claimed(&W.ring), 2 * WINDOW_CAP - 1);
+
+    __atomic_store_n(&W.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(consumer, NULL);
+    ck_assert_uint_eq(ct_ring_committed(&W.ring), 2 * WINDOW_CAP - 1);
+    for (uint64_t t = 0; t < WINDOW_CAP; t++)
+        ck_assert_uint_eq(seqs[t], t + 1);
+    for (uint64_t t = WINDOW_CAP; t < 2 * WINDOW_CAP - 1; t++)
+        ck_assert_uint_eq(seqs[t], 100 + (t - WINDOW_CAP));
+    munmap(mem, bytes);
 }
 END_TEST
 
@@ -246,6 +387,8 @@ Suite *ring_suite(void)
     tcase_add_test(tc, test_scan_finds_exactly_unreleased_complete_records);
     tcase_add_test(tc, test_full_ring_makes_producer_wait_and_records_wait);
     tcase_add_test(tc, test_full_ring_with_dead_writer_drops_instead_of_hanging);
+    tcase_add_test(tc, test_waiting_producer_holds_no_ticket);
+    tcase_add_test(tc, test_handler_inside_a_push_waits_for_space_but_never_for_itself);
     tcase_add_test(tc, test_attach_rejects_foreign_memory);
     tcase_add_test(tc, test_many_producers_lose_nothing_and_keep_thread_order);
     suite_add_tcase(s, tc);
