@@ -59,11 +59,13 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 # Stack tests (test_stacks.c): programs with named call sites and a dlopen'ed library.
 TEST_PROGS += stk_native stk_stress
+# Order of effects (test_order.c): threads reusing addresses, a signal handler allocating.
+TEST_PROGS += rt_reuse rt_sigalloc
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
-                  $(BUILD)/progs/drv_direct
+                  $(BUILD)/progs/drv_direct $(BUILD)/progs/libsig_window.so
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
@@ -78,6 +80,10 @@ $(BUILD)/progs/libstk_plugin.so: tests/progs/stk_plugin.c $(BUILD)/fake/libcudar
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart
 
 $(BUILD)/progs/libshim_count.so: tests/progs/shim_count.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
+$(BUILD)/progs/libsig_window.so: tests/progs/sig_window.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
 
