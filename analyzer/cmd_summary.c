@@ -172,7 +172,7 @@ struct failed_call {
 struct live_probe {
     bool active;
     bool by_time;
-    int64_t at; /* seq or t_ns */
+    int64_t at; /* the call's effect order (seq before format 6), or t_ns */
     int64_t live_bytes;
     int64_t kind_bytes[KIND_COUNT]; /* live_bytes by kind; only GPU kinds are set */
 };
@@ -545,6 +545,20 @@ static int load_failed_calls(struct process_report *p)
     return rc;
 }
 
+/* Where the measurement seq falls among the allocations and frees: its
+ * calls.effect_order (format 6), or its seq in older traces, which pair by seq. */
+static int64_t measurement_order(struct trace *t, int64_t seq)
+{
+    if (!trace_has_effect_order(t))
+        return seq;
+    sqlite3_stmt *stmt = trace_query(t, "SELECT effect_order FROM calls WHERE seq = ?", "i", seq);
+    int64_t order = seq;
+    if (stmt && trace_step(t, stmt) == 1)
+        order = col_int(stmt, 0, seq);
+    sqlite3_finalize(stmt);
+    return order;
+}
+
 static int load_meminfo(struct process_report *p)
 {
     struct trace *t = p->trace;
@@ -568,7 +582,8 @@ static int load_meminfo(struct process_report *p)
             d->meminfo_free = 0;
         if (d->meminfo_total < 0)
             d->meminfo_total = 0;
-        d->own_probe = (struct live_probe){.active = true, .at = d->meminfo_seq};
+        d->own_probe =
+            (struct live_probe){.active = true, .at = measurement_order(t, d->meminfo_seq)};
     }
     sqlite3_finalize(stmt);
     return rc;
@@ -599,7 +614,7 @@ static int compare_devices(const void *a, const void *b)
 static int load_pass1(struct process_report *p)
 {
     p->modules = modules_check(p->trace);
-    if (p->modules < 0)
+    if (p->modules < 0 || trace_effect_order_check(p->trace) < 0)
         return -1;
     if (load_process(p) != 0 || load_devices(p) != 0 || load_call_stats(p) != 0 ||
         load_nested_calls(p) != 0 || load_failed_calls(p) != 0 || load_meminfo(p) != 0 ||
@@ -710,9 +725,10 @@ static void plan_gpus(struct summary_report *r)
 
 /* ---- pass 2: the ordered walk over allocations ---- */
 
-/* A free still to come, ordered by the seq that ends the allocation. */
+/* A free still to come, ordered by when it takes effect (the free_effect_order
+ * of the allocation it ends; free_seq in traces before format 6). */
 struct pending_free {
-    int64_t seq;
+    int64_t order;
     int64_t size;
     size_t device; /* index: the devices array may grow during the walk */
     size_t modmem; /* index into that device's modmem, SIZE_MAX: modules not recorded */
@@ -730,7 +746,7 @@ static void heap_push(struct free_heap *h, struct pending_free item)
     size_t i = h->count++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (h->items[parent].seq <= item.seq)
+        if (h->items[parent].order <= item.order)
             break;
         h->items[i] = h->items[parent];
         i = parent;
@@ -748,9 +764,9 @@ static struct pending_free heap_pop(struct free_heap *h)
         size_t child = 2 * i + 1;
         if (child >= h->count)
             break;
-        if (child + 1 < h->count && h->items[child + 1].seq < h->items[child].seq)
+        if (child + 1 < h->count && h->items[child + 1].order < h->items[child].order)
             child++;
-        if (last.seq <= h->items[child].seq)
+        if (last.order <= h->items[child].order)
             break;
         h->items[i] = h->items[child];
         i = child;
@@ -760,29 +776,35 @@ static struct pending_free heap_pop(struct free_heap *h)
     return top;
 }
 
+/* When an allocation and its end took effect (effect orders, or seqs in
+ * traces before format 6), and the allocating call. */
+struct alloc_span {
+    int64_t seq, t_ns, order, free_order;
+    bool freed;
+};
+
 /*
- * Counts an allocation made at seq into m: its bytes, its free (counted
- * when made: the view knows the end already) and, while it lives, the live
- * bytes and the peak. Returns whether it is live after seq.
+ * Counts an allocation into m: its bytes, its free (counted when made: the
+ * view knows the end already) and, while it lives, the live bytes and the
+ * peak. Returns whether it is live after it was made.
  */
-static bool mem_alloc(struct mem_stats *m, int64_t seq, int64_t t_ns, int64_t size, bool freed,
-                      int64_t free_seq)
+static bool mem_alloc(struct mem_stats *m, const struct alloc_span *a, int64_t size)
 {
     m->allocs = sat_add(m->allocs, 1);
     m->allocated_bytes = sat_add(m->allocated_bytes, size);
-    if (freed) {
+    if (a->freed) {
         m->frees = sat_add(m->frees, 1);
         m->freed_bytes = sat_add(m->freed_bytes, size);
     }
     /* A free at or before its own allocation (damaged trace) never lived. */
-    if (freed && free_seq <= seq)
+    if (a->freed && a->free_order <= a->order)
         return false;
     m->live_bytes = sat_add(m->live_bytes, size);
     m->live_allocs = sat_add(m->live_allocs, 1);
     if (m->live_bytes > m->peak_bytes || m->peak_seq < 0) {
         m->peak_bytes = m->live_bytes;
-        m->peak_seq = seq;
-        m->peak_t_ns = t_ns;
+        m->peak_seq = a->seq;
+        m->peak_t_ns = a->t_ns;
     }
     return true;
 }
@@ -909,31 +931,32 @@ static size_t find_modmem(struct device_report *d, size_t group)
 static int walk_allocations(struct process_report *p)
 {
     struct trace *t = p->trace;
-    /* allocations.module exists from format 3 on (modules.h). */
-    sqlite3_stmt *stmt =
-        p->modules > 0 ? trace_query(t,
-                                     "SELECT seq, t_ns, coalesce(device, -1), kind, size,"
-                                     " free_seq, free_t_ns, module FROM allocations ORDER BY seq",
-                                     "")
-                       : trace_query(t,
-                                     "SELECT seq, t_ns, coalesce(device, -1), kind, size,"
-                                     " free_seq, free_t_ns FROM allocations ORDER BY seq",
-                                     "");
+    /* allocations.module exists from format 3 on (modules.h); effect orders
+     * from format 6: older traces pair by seq, and are walked in it. */
+    bool ordered = trace_has_effect_order(t);
+    char *sql = xasprintf("SELECT seq, t_ns, coalesce(device, -1), kind, size, free_seq, free_t_ns,"
+                          " %s, %s, %s FROM allocations ORDER BY %s",
+                          p->modules > 0 ? "module" : "NULL", ordered ? "effect_order" : "seq",
+                          ordered ? "free_effect_order" : "free_seq",
+                          ordered ? "effect_order, seq" : "seq");
+    sqlite3_stmt *stmt = trace_query(t, sql, "");
+    free(sql);
     if (!stmt)
         return -1;
     struct free_heap heap = {0};
     int rc;
     while ((rc = trace_step(t, stmt)) == 1) {
-        int64_t seq = col_int(stmt, 0, -1);
-        int64_t t_ns = col_int(stmt, 1, 0);
+        struct alloc_span span = {.seq = col_int(stmt, 0, -1),
+                                  .t_ns = col_int(stmt, 1, 0),
+                                  .freed = !col_is_null(stmt, 5),
+                                  .order = col_int(stmt, 8, -1),
+                                  .free_order = col_int(stmt, 9, 0)};
         struct device_report *d = find_device(p, col_int(stmt, 2, -1), true);
         const unsigned char *kind_text = sqlite3_column_text(stmt, 3);
         enum mem_kind kind = kind_from_name((const char *)kind_text);
         int64_t size = col_int(stmt, 4, 0);
         if (size < 0)
             size = 0; /* 2^63 bytes or more: not an allocation that happened */
-        bool freed = !col_is_null(stmt, 5);
-        int64_t free_seq = col_int(stmt, 5, 0);
         int64_t free_t_ns = col_int(stmt, 6, 0);
         size_t modmem = SIZE_MAX;
         if (p->modules > 0) {
@@ -943,28 +966,29 @@ static int walk_allocations(struct process_report *p)
                 p->known_modules = true;
         }
 
-        /* Frees at this seq come first: a pointer handed out again ends its
-         * previous allocation at the same seq, and must not count twice. */
-        while (heap.count > 0 && heap.items[0].seq <= seq) {
+        /* Frees that took effect by now come first: a pointer handed out
+         * again ends its previous allocation at the same moment, and must
+         * not count twice. */
+        while (heap.count > 0 && heap.items[0].order <= span.order) {
             struct pending_free f = heap_pop(&heap);
             apply_free(p, &f);
         }
 
-        bool live = mem_alloc(&d->mem[kind], seq, t_ns, size, freed, free_seq);
+        bool live = mem_alloc(&d->mem[kind], &span, size);
         if (is_gpu_kind(kind))
-            mem_alloc(&d->gpu_mem, seq, t_ns, size, freed, free_seq);
+            mem_alloc(&d->gpu_mem, &span, size);
         if (modmem != SIZE_MAX) {
             struct module_mem *mm = &d->modmem[modmem];
-            mem_alloc(&mm->kinds[kind], seq, t_ns, size, freed, free_seq);
+            mem_alloc(&mm->kinds[kind], &span, size);
             if (is_gpu_kind(kind))
-                mem_alloc(&mm->gpu, seq, t_ns, size, freed, free_seq);
+                mem_alloc(&mm->gpu, &span, size);
         }
-        if (live && freed)
-            heap_push(&heap, (struct pending_free){free_seq, size, (size_t)(d - p->devices), modmem,
-                                                   kind});
+        if (live && span.freed)
+            heap_push(&heap, (struct pending_free){span.free_order, size, (size_t)(d - p->devices),
+                                                   modmem, kind});
         if (is_gpu_kind(kind)) {
-            probe(&d->own_probe, kind, seq, free_seq, freed, size);
-            probe(&d->gpu_probe, kind, t_ns, free_t_ns, freed, size);
+            probe(&d->own_probe, kind, span.order, span.free_order, span.freed, size);
+            probe(&d->gpu_probe, kind, span.t_ns, free_t_ns, span.freed, size);
         }
     }
     sqlite3_finalize(stmt);

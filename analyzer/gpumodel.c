@@ -5,8 +5,11 @@
  * Per trace, in this order: the process row, the devices, the modules (to
  * tell NCCL's own buffers by the library that allocated them), one pass
  * over `calls` in seq order that derives allocations, frees, measurements
- * and milestones, and one over `ipc` that ties every opened handle to the
- * exporter's allocation. Then, over the whole directory: IPC mappings get
+ * and milestones, applied in effect order (calls.effect_order: an
+ * allocation when it returned, everything else when it started, so that a
+ * free another thread made while an allocation was under way is paired
+ * with what it freed), and one over `ipc` that ties every opened handle to
+ * the exporter's allocation. Then, over the whole directory: IPC mappings get
  * the size of what they map, categories are decided, processes and GPUs are
  * put in report order, and each GPU's events are merged by time into one
  * stream.
@@ -777,7 +780,9 @@ static void end_alloc(struct pass *s, uint32_t index, int64_t seq, int64_t t_ns,
 struct call_row {
     int64_t seq, t_ns, dur_ns, device, ptr, size, result, parent_seq;
     int64_t arg0, arg1, arg2, arg3, caller;
+    int64_t order; /* calls.effect_order, never below 2 * seq */
     bool nested, has_parent;
+    bool logical; /* not a second sighting of its parent's event (logical_events) */
     const struct api_info *info;
 };
 
@@ -923,7 +928,9 @@ static bool is_memory_role(enum role role)
     return role == ROLE_ALLOC || role == ROLE_FREE || role == ROLE_RESET;
 }
 
-static void on_call(struct pass *s, const struct call_row *c)
+/* In seq order, as read: what needs the calls before it (the parent's
+ * role) and the process's totals. */
+static void note_call(struct pass *s, struct call_row *c)
 {
     struct gm_process *p = s->p;
     const struct api_info *info = c->info;
@@ -931,12 +938,12 @@ static void on_call(struct pass *s, const struct call_row *c)
      * a memory call inside a memory call) is the same event seen twice. A
      * parent that is not in the trace (or comes later: a damaged trace)
      * counts as absent. */
-    bool logical = true;
+    c->logical = true;
     uint32_t prole;
     bool pmemory;
     if (c->has_parent && parent_role(s, c->parent_seq, &prole, &pmemory) && prole != GM_NONE)
-        logical = !((!info->null_role && prole == info->role_id) ||
-                    (pmemory && is_memory_role(info->role)));
+        c->logical = !((!info->null_role && prole == info->role_id) ||
+                       (pmemory && is_memory_role(info->role)));
 
     if (s->nseqs == 0 || c->seq > s->seqs[s->nseqs - 1]) {
         s->seqs = xgrow(s->seqs, &s->seqs_cap, s->nseqs + 1, sizeof(*s->seqs));
@@ -957,6 +964,14 @@ static void on_call(struct pass *s, const struct call_row *c)
         p->last_end_ns = end;
     p->last_seq = c->seq;
     p->has_calls = true;
+}
+
+/* In effect order: the events and allocations the call makes. */
+static void apply_call(struct pass *s, const struct call_row *c)
+{
+    struct gm_process *p = s->p;
+    const struct api_info *info = c->info;
+    bool logical = c->logical;
 
     /* The first call of the process, and its first call on each GPU. */
     uint32_t gpu = gpu_of(s, c->device);
@@ -1025,23 +1040,86 @@ static void on_call(struct pass *s, const struct call_row *c)
                   c->size > 0 ? c->size : 0, info->layer);
 }
 
+/* ---- effect order ---- */
+
+/* Calls read but not yet applied, least (order, seq) first. */
+struct pending {
+    struct call_row *rows;
+    size_t count, cap;
+};
+
+static bool applies_before(const struct call_row *a, const struct call_row *b)
+{
+    return a->order != b->order ? a->order < b->order : a->seq < b->seq;
+}
+
+static void pending_push(struct pending *h, const struct call_row *row)
+{
+    h->rows = xgrow(h->rows, &h->cap, h->count + 1, sizeof(*h->rows));
+    size_t i = h->count++;
+    while (i > 0 && applies_before(row, &h->rows[(i - 1) / 2])) {
+        h->rows[i] = h->rows[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->rows[i] = *row;
+}
+
+static struct call_row pending_pop(struct pending *h)
+{
+    assert(h->count > 0);
+    struct call_row top = h->rows[0];
+    struct call_row last = h->rows[--h->count];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= h->count)
+            break;
+        if (child + 1 < h->count && applies_before(&h->rows[child + 1], &h->rows[child]))
+            child++;
+        if (!applies_before(&h->rows[child], &last))
+            break;
+        h->rows[i] = h->rows[child];
+        i = child;
+    }
+    if (h->count > 0)
+        h->rows[i] = last;
+    return top;
+}
+
+/* floor(v / 2), for the untrusted orders of a damaged trace too. */
+static int64_t half_down(int64_t v)
+{
+    return v >= 0 ? v / 2 : -((-(v + 1)) / 2) - 1;
+}
+
+/*
+ * Calls come in seq order, and no call takes effect before 2 * its seq
+ * (schema.h), so once the call with seq s is read every pending call whose
+ * order is below 2 * (s + 1) is due: no later row can come before it.
+ */
+static void apply_due(struct pass *s, struct pending *h, int64_t read_up_to)
+{
+    while (h->count > 0 && half_down(h->rows[0].order) <= read_up_to) {
+        struct call_row c = pending_pop(h);
+        apply_call(s, &c);
+    }
+}
+
 static int read_calls(struct pass *s)
 {
     struct trace *t = (struct trace *)s->p->trace;
-    sqlite3_stmt *stmt =
-        s->p->modules
-            ? trace_query(t,
-                          "SELECT seq, t_ns, dur_ns, api, device, ptr, size, result, nested,"
-                          " parent_seq, arg0, arg1, arg2, arg3, caller FROM calls ORDER BY seq",
-                          "")
-            : trace_query(t,
-                          "SELECT seq, t_ns, dur_ns, api, device, ptr, size, result, nested,"
-                          " parent_seq, arg0, arg1, arg2, arg3, NULL FROM calls ORDER BY seq",
-                          "");
+    /* Format 5 and older: every call takes effect at its seq, as their views pair. */
+    const char *order = trace_has_effect_order(t) ? "effect_order" : "2 * seq";
+    char *sql = xasprintf("SELECT seq, t_ns, dur_ns, api, device, ptr, size, result, nested,"
+                          " parent_seq, arg0, arg1, arg2, arg3, %s, %s FROM calls ORDER BY seq",
+                          s->p->modules ? "caller" : "NULL", order);
+    sqlite3_stmt *stmt = trace_query(t, sql, "");
+    free(sql);
     if (!stmt)
         return -1;
     int rc;
     int64_t last_t = 0;
+    struct pending due = {0};
     while ((rc = trace_step(t, stmt)) == 1) {
         if (col_is_null(stmt, 0))
             continue;
@@ -1061,22 +1139,52 @@ static int read_calls(struct pass *s)
             .arg2 = col_int(stmt, 12, 0),
             .arg3 = col_int(stmt, 13, 0),
             .caller = col_int(stmt, 14, 0),
+            .order = col_int(stmt, 15, 0),
         };
         c.info = api_of(s, (const char *)sqlite3_column_text(stmt, 3));
         if (!c.info)
             continue;
         last_t = c.t_ns;
-        on_call(s, &c);
+        int64_t earliest = gm_add(c.seq, c.seq);
+        if (c.order < earliest) /* NULL, or a damaged trace's */
+            c.order = earliest;
+        note_call(s, &c);
+        pending_push(&due, &c);
+        apply_due(s, &due, c.seq);
     }
     sqlite3_finalize(stmt);
+    apply_due(s, &due, INT64_MAX);
+    free(due.rows);
     return rc;
 }
 
-static int compare_alloc_seq(const void *key, const void *elem)
+static int compare_by_seq(const void *a, const void *b, void *arg)
 {
-    int64_t seq = *(const int64_t *)key;
-    const struct gm_alloc *a = elem;
-    return (seq > a->seq) - (seq < a->seq);
+    const struct gm_alloc *allocs = arg;
+    int64_t x = allocs[*(const uint32_t *)a].seq, y = allocs[*(const uint32_t *)b].seq;
+    return (x > y) - (x < y);
+}
+
+/* The allocation made by call seq: allocs are in effect order, so by an
+ * index sorted by seq (made on first use, in *by_seq). GM_NONE if none. */
+static uint32_t alloc_of_call(const struct gm_process *p, uint32_t **by_seq, int64_t seq)
+{
+    if (!*by_seq) {
+        *by_seq = xcalloc(p->nallocs ? p->nallocs : 1, sizeof(**by_seq));
+        for (size_t i = 0; i < p->nallocs; i++)
+            (*by_seq)[i] = (uint32_t)i;
+        if (p->nallocs > 1)
+            qsort_r(*by_seq, p->nallocs, sizeof(**by_seq), compare_by_seq, p->allocs);
+    }
+    size_t lo = 0, hi = p->nallocs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->allocs[(*by_seq)[mid]].seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->nallocs && p->allocs[(*by_seq)[lo]].seq == seq ? (*by_seq)[lo] : GM_NONE;
 }
 
 /* Exports and opens from the ipc view: the handle names what was shared. */
@@ -1089,6 +1197,7 @@ static int read_ipc(struct pass *s, size_t first_export)
     if (!stmt)
         return -1;
     size_t next_export = first_export;
+    uint32_t *by_seq = NULL;
     int rc;
     while ((rc = trace_step(t, stmt)) == 1) {
         const struct api_info *info = api_of(s, (const char *)sqlite3_column_text(stmt, 1));
@@ -1103,18 +1212,16 @@ static int read_ipc(struct pass *s, size_t first_export)
             if (next_export < L->nexports && L->exports[next_export].seq == seq)
                 L->exports[next_export++].handle = strtab_id(&L->handles, hex);
         } else if (info->role == ROLE_ALLOC && info->kind == GM_KIND_IPC) {
-            struct gm_alloc *a = bsearch(&seq, s->p->allocs, s->p->nallocs, sizeof(*s->p->allocs),
-                                         compare_alloc_seq);
-            if (!a)
+            uint32_t a = alloc_of_call(s->p, &by_seq, seq);
+            if (a == GM_NONE)
                 continue;
             L->opens = xgrow(L->opens, &L->opens_cap, L->nopens + 1, sizeof(*L->opens));
-            L->opens[L->nopens++] = (struct handle_use){.handle = strtab_id(&L->handles, hex),
-                                                        .proc = s->p,
-                                                        .alloc = (size_t)(a - s->p->allocs),
-                                                        .seq = seq};
+            L->opens[L->nopens++] = (struct handle_use){
+                .handle = strtab_id(&L->handles, hex), .proc = s->p, .alloc = a, .seq = seq};
         }
     }
     sqlite3_finalize(stmt);
+    free(by_seq);
     return rc;
 }
 
@@ -1189,6 +1296,8 @@ static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra 
     }
     if (rc == 0)
         rc = load_modules(&s);
+    if (rc == 0 && trace_effect_order_check((struct trace *)p->trace) < 0)
+        rc = -1;
     size_t first_export = L->nexports;
     if (rc == 0)
         rc = read_calls(&s);
@@ -1401,7 +1510,7 @@ static void finish_process_events(struct gm_model *m, uint32_t proc)
 }
 
 /* Merges the events of every process on each GPU by time. Within a process
- * the order stays its seq order (its clock may step back between threads;
+ * the order stays its effect order (its clock may step back between threads;
  * an allocation must never come after its own free). */
 static void build_streams(struct gm_model *m)
 {

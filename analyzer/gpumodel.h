@@ -10,7 +10,8 @@
  * the small tables (process, devices, modules). Which free ended which
  * allocation is derived in C from the calls, with exactly the rules of the
  * `allocations` view (include/cutrace/schema.h: logical events, pairing by
- * address space and pointer, device resets, pointers handed out again), so
+ * address space and pointer in effect order - calls.effect_order, read, not
+ * recomputed - device resets, pointers handed out again), so
  * that a million-event trace loads in about a second instead of the view's
  * window functions; tests/analyzer/test_timeline.c checks the two agree.
  * Deriving it here is also what lets the model see the frees the view
@@ -131,9 +132,9 @@ struct gm_process {
     const char *end_state;          /* meta end_state, NULL unknown */
     bool exited;                    /* exit, _exit or exec: its memory went with it */
     uint32_t clock;                 /* index into the model's clocks */
-    struct gm_alloc *allocs;        /* by seq */
+    struct gm_alloc *allocs;        /* in effect order (calls.effect_order) */
     size_t nallocs;
-    struct gm_event *events; /* by seq; GM_EV_END events last */
+    struct gm_event *events; /* in effect order; GM_EV_END events last */
     size_t nevents;
     struct gm_comm *comms;
     size_t ncomms;

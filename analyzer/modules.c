@@ -30,26 +30,9 @@ int modules_check(struct trace *t)
         {"driver_lookups", "SELECT seq, api, symbol, version, result, wrapped FROM driver_lookups"
                            " LIMIT 0"},
     };
-    for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++) {
-        sqlite3_stmt *stmt = NULL;
-        int rc = sqlite3_prepare_v2(t->db, needs[i].sql, -1, &stmt, NULL);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_step(stmt);
-        sqlite3_finalize(stmt);
-        if (rc == SQLITE_DONE)
-            continue;
-        switch (rc & 0xff) {
-        case SQLITE_CORRUPT:
-        case SQLITE_NOTADB:
-            return trace_fail(t, "corrupt or truncated database (sqlite: %s)",
-                              sqlite3_errmsg(t->db));
-        case SQLITE_NOMEM:
-            return trace_fail(t, "out of memory while checking '%s'", needs[i].object);
-        default:
-            return trace_fail(t, "incomplete cutrace trace: '%s' is unusable (sqlite: %s)",
-                              needs[i].object, sqlite3_errmsg(t->db));
-        }
-    }
+    for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++)
+        if (trace_check_usable(t, needs[i].object, needs[i].sql) != 0)
+            return -1;
     return 1;
 }
 

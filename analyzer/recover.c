@@ -48,7 +48,9 @@
 
 #define API_BITMAP_BYTES (1u << 13) /* one bit per uint16_t api id */
 
-/* Columns ct_store_insert writes: a trace without them cannot take records. */
+/* Columns ct_store_insert writes: a trace without them cannot take records.
+ * ret_seq (format 6) is not among them: a format-5 trace takes records
+ * without it, as that format had them. */
 static const char *const event_columns[] = {
     "seq",    "parent_seq", "t_ns",  "dur_ns", "wait_ns", "tid",      "api_id",
     "device", "result",     "depth", "ptr",    "size",    "flags",    "stream",

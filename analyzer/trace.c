@@ -585,6 +585,39 @@ static int check_structure(struct trace *t, char **names, size_t count)
     return 0;
 }
 
+int trace_check_usable(struct trace *t, const char *object, const char *sql)
+{
+    assert(t && t->db && object && sql);
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2(t->db, sql, -1, &stmt, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return 0;
+    switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return trace_fail(t, "corrupt or truncated database (sqlite: %s)", sqlite3_errmsg(t->db));
+    case SQLITE_NOMEM:
+        return trace_fail(t, "out of memory while checking '%s'", object);
+    default:
+        return trace_fail(t, "incomplete cutrace trace: '%s' is unusable (sqlite: %s)", object,
+                          sqlite3_errmsg(t->db));
+    }
+}
+
+int trace_effect_order_check(struct trace *t)
+{
+    if (!trace_has_effect_order(t))
+        return 0;
+    if (trace_check_usable(t, "calls", "SELECT ret_seq, effect_order FROM calls LIMIT 0") != 0 ||
+        trace_check_usable(t, "allocations",
+                           "SELECT effect_order, free_effect_order FROM allocations LIMIT 0") != 0)
+        return -1;
+    return 1;
+}
+
 static int load_apis(struct trace *t)
 {
     sqlite3_stmt *stmt = trace_query(

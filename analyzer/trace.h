@@ -29,6 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * From this format on, calls and allocations carry effect_order (the order
+ * calls took effect across threads, include/cutrace/schema.h), and frees are
+ * paired by it; older traces pair by seq, which is then the same order.
+ */
+#define TRACE_EFFECT_ORDER_SINCE 6
+
 /* One row of a trace's apis table. */
 struct trace_api {
     int64_t id;
@@ -54,6 +61,26 @@ struct trace {
     size_t napis;
     char error[512]; /* the first problem met, one line; "" while none */
 };
+
+static inline bool trace_has_effect_order(const struct trace *t)
+{
+    return t->format_version >= TRACE_EFFECT_ORDER_SINCE;
+}
+
+/*
+ * 1: the trace orders effects (format 6 or later, its columns usable); 0:
+ * an older trace, ordered by seq; -1 with t->error set: a trace of format 6
+ * or later whose ret_seq or effect_order columns are missing or broken.
+ * Reports that order memory events check it up front, after modules_check.
+ */
+int trace_effect_order_check(struct trace *t);
+
+/*
+ * Runs `sql` (a LIMIT 0 query: preparing it compiles the views it reads) to
+ * make sure `object` is there and usable. 0, or -1 with one line in
+ * t->error naming it (or the damage, for a corrupt file).
+ */
+int trace_check_usable(struct trace *t, const char *object, const char *sql);
 
 struct trace_set {
     char *path; /* the directory (or single file) given by the user */

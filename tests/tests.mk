@@ -64,13 +64,15 @@ TEST_PROGS += stk_native stk_stress
 TEST_PROGS += sf_life
 # Hot-path tests (test_hotpath.c): signal handlers that call CUDA, raw fork.
 TEST_PROGS += rt_sigcalls rt_sigfirst rt_rawfork
+# Order of effects (test_order.c): threads reusing addresses, a signal handler allocating.
+TEST_PROGS += rt_reuse rt_sigalloc
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
                   $(BUILD)/progs/drv_direct $(BUILD)/progs/libsf_late.so \
                   $(BUILD)/progs/libsf_fail.so $(BUILD)/progs/libsigsafe_cuda.so \
-                  $(BUILD)/progs/libraise_in_fallocate.so
+                  $(BUILD)/progs/libraise_in_fallocate.so $(BUILD)/progs/libsig_window.so
 
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
@@ -108,6 +110,10 @@ $(BUILD)/progs/libsigsafe_cuda.so: tests/progs/sigsafe_cuda.c
 $(BUILD)/progs/libraise_in_fallocate.so: tests/progs/raise_in_fallocate.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared $< -o $@ -ldl
+
+$(BUILD)/progs/libsig_window.so: tests/progs/sig_window.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
 $(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \

@@ -19,13 +19,14 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 5
+#define CT_FORMAT_VERSION 6
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
 #define CT_RING_VERSION 6
 /* Ring 3 has the same layout and no auxiliary records, ring 4 no line
- * tables and no instruction offsets in its Python frames, ring 5 no
+ * tables and no instruction offsets in its Python frames, ring 5 no ret_seq
+ * in its records (its bytes were reserved, so 0: read as seq) and no
  * `dropped` in its header (its bytes are zero there): still readable. */
 #define CT_RING_VERSION_OLDEST 3
 
@@ -42,7 +43,7 @@
  */
 struct ct_record {
     uint64_t seq;        /* per-process, assigned at call entry, starts at 1 */
-    uint64_t parent_seq; /* innermost traced call in progress on this thread, 0 = none */
+    uint64_t parent_seq; /* the traced call of this thread that made this one, 0 = none */
     uint64_t t_ns;       /* CLOCK_MONOTONIC at entry */
     uint64_t dur_ns;     /* time inside the real function */
     uint64_t wait_ns;    /* time spent waiting for ring space after the call */
@@ -57,10 +58,14 @@ struct ct_record {
     int32_t device; /* device current on the calling thread, -1 = unknown */
     int32_t result; /* the value the real function returned */
     uint16_t api;   /* enum ct_api of the writing build; see the apis table */
-    uint8_t depth;  /* traced calls of this thread already in progress */
+    uint8_t depth;  /* calls it is nested in: its parent's depth + 1, 0 at top level */
     uint8_t has_handle;
     uint8_t handle[CT_IPC_HANDLE_BYTES];
-    uint8_t reserved[16];
+    /* Ring 6: calls started (seqs taken) by the time the real function
+     * returned, >= seq; 0 = unknown (older rings), read as seq. Orders what
+     * a call did against the calls of other threads (calls.effect_order). */
+    uint64_t ret_seq;
+    uint8_t reserved[8];
 };
 
 /*
@@ -75,6 +80,7 @@ struct ct_slot {
 
 static_assert(sizeof(struct ct_record) == 248, "ct_record layout changed: bump CT_RING_VERSION");
 static_assert(sizeof(struct ct_slot) == 256, "ct_slot must stay 256 bytes");
+static_assert(__builtin_offsetof(struct ct_record, ret_seq) % 8 == 0, "ret_seq alignment");
 
 /*
  * First page of a ring file. Slots start at CT_RING_HEADER_BYTES.

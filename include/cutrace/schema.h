@@ -36,7 +36,8 @@
  * allocations: an allocation ends at the first later free of the same
  * pointer in the same space, at a reset of its device, or, when the pointer
  * is handed out again without a traced free, at that new allocation
- * (free_api = 'implicit').
+ * (free_api = 'implicit'). "Later" is in effect order (CT_EFFECT_ORDER_SQL),
+ * not seq: threads reuse each other's pointers.
  *
  * communicators, collectives: NCCL records carry the communicator handle in
  * arg0. A communicator's id is the seq of the successful init that made it;
@@ -47,6 +48,27 @@
  * collectives: arg1 count, arg2 datatype, arg3 redop (-1 none), arg4 root or
  * peer (-1 none), arg5 recvbuff, arg6 group depth, arg7 capture status.
  */
+/*
+ * The order in which calls took effect (format 6: calls.effect_order, in
+ * logical_events, mem_events and allocations too), over events e joined to
+ * apis a. seq is taken when a call starts, but a free takes effect after it
+ * started and an allocation before it returned; ret_seq counts the calls
+ * started by the time the real function returned (ret_seq >= seq). A
+ * release - any call but an acquisition - takes effect at 2 * seq, an
+ * acquisition (role alloc: mallocs, opens, imports, cuMemCreate,
+ * reservations) at 2 * ret_seq + 1. So a free that started before an
+ * allocation returned (seq <= ret_seq) comes first: the pointer it gave back
+ * may be the one the allocation got from another thread; one that started
+ * after it returned (seq > ret_seq) comes after. An allocation still comes
+ * before its own free, whoever makes it: that thread got the pointer from
+ * its return. Never below 2 * seq (ret_seq below seq, only in a damaged
+ * trace, counts as seq); acquisitions that returned at the same count tie
+ * and go by seq. gpumodel.c reads the column: one definition, here.
+ */
+#define CT_EFFECT_ORDER_SQL                                                                        \
+    "(CASE WHEN a.role = 'alloc' THEN 2 * max(e.seq, coalesce(e.ret_seq, e.seq)) + 1"              \
+    " ELSE 2 * e.seq END)"
+
 #define CT_SCHEMA_SQL                                                                              \
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;\n"                              \
     "CREATE TABLE apis(api_id INTEGER PRIMARY KEY, name TEXT NOT NULL, layer TEXT NOT NULL,"       \
@@ -66,37 +88,45 @@
     " flags INTEGER NOT NULL, stream INTEGER NOT NULL, arg0 INTEGER NOT NULL,"                     \
     " arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL, arg3 INTEGER NOT NULL,"                        \
     " arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL, arg6 INTEGER NOT NULL,"                        \
-    " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB);\n"  \
+    " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB,"     \
+    " ret_seq INTEGER NOT NULL);\n"                                                                \
     "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"          \
     " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
     " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7,"        \
     " (SELECT m.path FROM modules m WHERE e.caller >= m.start_addr AND e.caller < m.end_addr)"     \
-    " AS module, e.caller, e.stack_id FROM events e JOIN apis a ON a.api_id = e.api_id;\n"         \
+    " AS module, e.caller, e.stack_id, e.ret_seq, " CT_EFFECT_ORDER_SQL " AS effect_order"         \
+    " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                                         \
     "CREATE VIEW logical_events AS SELECT e.*, a.name AS api, a.layer, a.role, a.space,"           \
-    " a.kind AS api_kind FROM events e JOIN apis a ON a.api_id = e.api_id"                         \
+    " a.kind AS api_kind, " CT_EFFECT_ORDER_SQL " AS effect_order"                                 \
+    " FROM events e JOIN apis a ON a.api_id = e.api_id"                                            \
     " LEFT JOIN events p ON p.seq = e.parent_seq LEFT JOIN apis pa ON pa.api_id = p.api_id"        \
     " WHERE pa.role IS NULL OR NOT (pa.role = a.role OR (pa.role IN ('alloc', 'free', 'reset')"    \
     " AND a.role IN ('alloc', 'free', 'reset')));\n"                                               \
     "CREATE VIEW mem_events AS SELECT seq, t_ns, device, ptr, size, api, role, space,"             \
     " CASE WHEN api_kind = 'vmm' AND arg1 != 1 THEN 'vmm_host' ELSE api_kind END AS kind,"         \
-    " caller FROM logical_events WHERE result = 0 AND role IN ('alloc', 'free', 'reset');\n"       \
+    " caller, effect_order FROM logical_events WHERE result = 0"                                   \
+    " AND role IN ('alloc', 'free', 'reset');\n"                                                   \
     "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"              \
-    " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api"  \
-    " FROM mem_events WHERE role IN ('alloc', 'free')"                                             \
-    " WINDOW w AS (PARTITION BY space, ptr ORDER BY seq)),"                                        \
-    " r AS (SELECT seq, t_ns, device, api FROM mem_events WHERE role = 'reset'),"                  \
-    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq"     \
-    " AND m.space IN ('device', 'host', 'ipc')) AS reset_seq FROM m WHERE m.role = 'alloc')"       \
-    " SELECT j.seq, j.api, j.device, j.ptr, j.size, j.kind, j.t_ns,"                               \
-    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
-    " THEN j.next_seq ELSE j.reset_seq END AS free_seq,"                                           \
-    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
-    " THEN j.next_t_ns ELSE (SELECT r.t_ns FROM r WHERE r.seq = j.reset_seq) END AS free_t_ns,"    \
-    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"      \
-    " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"                   \
-    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api,"                       \
-    " (SELECT md.path FROM modules md WHERE j.caller >= md.start_addr AND j.caller < md.end_addr)" \
-    " AS module FROM j;\n"                                                                         \
+    " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api," \
+    " LEAD(effect_order) OVER w AS next_order FROM mem_events WHERE role IN ('alloc', 'free')"     \
+    " WINDOW w AS (PARTITION BY space, ptr ORDER BY effect_order, seq)),"                          \
+    " r AS (SELECT seq, t_ns, device, api, effect_order FROM mem_events WHERE role = 'reset'),"    \
+    " j AS (SELECT m.*, (SELECT MIN(r.effect_order) FROM r WHERE r.device = m.device"              \
+    " AND r.effect_order > m.effect_order AND m.space IN ('device', 'host', 'ipc'))"               \
+    " AS reset_order FROM m WHERE m.role = 'alloc'),"                                              \
+    " k AS (SELECT j.*, (j.next_seq IS NOT NULL AND (j.reset_order IS NULL"                        \
+    " OR j.next_order < j.reset_order)) AS by_next FROM j)"                                        \
+    " SELECT k.seq, k.api, k.device, k.ptr, k.size, k.kind, k.t_ns,"                               \
+    " CASE WHEN k.by_next THEN k.next_seq"                                                         \
+    " ELSE (SELECT r.seq FROM r WHERE r.effect_order = k.reset_order) END AS free_seq,"            \
+    " CASE WHEN k.by_next THEN k.next_t_ns"                                                        \
+    " ELSE (SELECT r.t_ns FROM r WHERE r.effect_order = k.reset_order) END AS free_t_ns,"          \
+    " CASE WHEN k.by_next THEN (CASE WHEN k.next_role = 'free' THEN k.next_api"                    \
+    " ELSE 'implicit' END)"                                                                        \
+    " ELSE (SELECT r.api FROM r WHERE r.effect_order = k.reset_order) END AS free_api,"            \
+    " (SELECT md.path FROM modules md WHERE k.caller >= md.start_addr AND k.caller < md.end_addr)" \
+    " AS module, k.effect_order, CASE WHEN k.by_next THEN k.next_order ELSE k.reset_order END"     \
+    " AS free_effect_order FROM k;\n"                                                              \
     "CREATE VIEW meminfo AS SELECT seq, t_ns, device, arg0 AS free_bytes, arg1 AS total_bytes"     \
     " FROM logical_events WHERE role = 'meminfo' AND result = 0;\n"                                \
     "CREATE VIEW ipc AS SELECT seq, t_ns, api, device, ptr, lower(hex(handle)) AS handle_hex,"     \

@@ -7,12 +7,21 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cudalibs.h"
 #include "device.h"
 #include "session.h"
 #include "stacks.h"
 #include "thread.h"
 
-void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
+/*
+ * A call is nested in the thread's call in progress only when the CUDA stack
+ * made it (its caller lies in the stack's code, cudalibs.h) or the hook
+ * says it is part of that call. Anything else that runs in the middle of a
+ * call - a signal handler of the program - makes top-level calls of its
+ * own. Either way the thread's nesting state is saved here and put back
+ * exactly at the end, so the interrupted call carries on as it was.
+ */
+static void begin(struct ct_event *ev, enum ct_api api, const void *caller, bool part)
 {
     ev->traced = !ct_self.internal && ct_session_tracing();
     if (!ev->traced)
@@ -24,25 +33,43 @@ void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
     ev->rec.api = (uint16_t)api;
     ev->rec.caller = (uint64_t)(uintptr_t)caller;
     ev->rec.seq = ct_session_next_seq();
-    ev->rec.parent_seq = ct_self.current_seq;
-    ev->rec.depth = ct_self.depth > UINT8_MAX ? UINT8_MAX : (uint8_t)ct_self.depth;
+    ev->outer_seq = ct_self.current_seq;
+    ev->outer_depth = ct_self.depth;
+    ev->outer_level = ct_self.current_level;
+    bool nested = ev->outer_depth > 0 && (part || ct_cudalibs_contains(ev->rec.caller));
+    if (nested) {
+        ev->rec.parent_seq = ev->outer_seq;
+        ev->rec.depth = ev->outer_level == UINT8_MAX ? UINT8_MAX : (uint8_t)(ev->outer_level + 1);
+    }
     ev->rec.device = -1;
-    ct_self.depth++;
+    ct_self.depth = ev->outer_depth == UINT16_MAX ? UINT16_MAX : (uint16_t)(ev->outer_depth + 1);
     ct_self.current_seq = ev->rec.seq;
+    ct_self.current_level = ev->rec.depth;
     ev->rec.t_ns = ct_now_ns();
+}
+
+void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
+{
+    begin(ev, api, caller, false);
+}
+
+void ct_event_begin_part(struct ct_event *ev, enum ct_api api, const void *caller)
+{
+    begin(ev, api, caller, true);
 }
 
 /*
  * Whose device a call ran on. A driver call: the driver context's. Any other:
- * the runtime's notion, which may be asked of the runtime only for a
- * top-level call that succeeded - a nested call can be the runtime's own,
- * made while it holds its locks or is still initializing.
+ * the runtime's notion, which may be asked of the runtime only for a call
+ * that succeeded with no other call of the thread in progress - a nested
+ * call can be the runtime's own, made while it holds its locks or is still
+ * initializing, and a signal handler's may have interrupted one that does.
  */
 static int device_of(const struct ct_event *ev, int result)
 {
     if (ct_api_table[ev->rec.api].layer_id == CT_LAYER_driver)
         return ct_device_of_context();
-    return ct_device_current(result == 0 && ev->rec.depth == 0);
+    return ct_device_current(result == 0 && ev->outer_depth == 0);
 }
 
 void ct_event_returned(struct ct_event *ev)
@@ -50,6 +77,10 @@ void ct_event_returned(struct ct_event *ev)
     if (!ev->traced || ev->returned)
         return;
     ev->rec.dur_ns = ct_now_ns() - ev->rec.t_ns;
+    /* A load, not a sequence number: no gap in seq, no contention added.
+     * Never below seq: a fork in the call restarts the child's count. */
+    uint64_t now = ct_session_seq_now();
+    ev->rec.ret_seq = now > ev->rec.seq ? now : ev->rec.seq;
     ev->returned = true;
 }
 
@@ -67,8 +98,9 @@ void ct_event_end(struct ct_event *ev, int result)
         return;
     int saved_errno = errno;
     ct_event_returned(ev);
-    ct_self.depth--;
-    ct_self.current_seq = ev->rec.parent_seq;
+    ct_self.depth = ev->outer_depth;
+    ct_self.current_seq = ev->outer_seq;
+    ct_self.current_level = ev->outer_level;
     /* After the nesting is undone: a call Python makes while we read its
      * frames (a garbage collection's cudaFree) is a call of its own. */
     if (ev->stacked) {

@@ -7,16 +7,18 @@
  *     ev.rec.size = size; ...
  *     ct_event_end(&ev, rc);
  *
- * begin takes a sequence number (one atomic add) and the entry time; end
- * fills in the thread, device, duration and result and appends the record to
- * the ring. Neither does I/O, allocates, or takes a lock once the process's
- * trace exists; the first event of a process creates it (ct_session_start).
- * errno is the program's when end returns.
+ * begin takes a sequence number (one atomic add) and the entry time;
+ * returned the duration and ret_seq (one atomic load); end fills in the
+ * thread, device and result and appends the record to the ring. None does
+ * I/O, allocates, or takes a lock once the process's trace exists; the
+ * first event of a process creates it (ct_session_start). errno is the
+ * program's when end returns.
  */
 #ifndef CUTRACE_EVENT_H
 #define CUTRACE_EVENT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cutrace/apis.h"
 #include "cutrace/format.h"
@@ -29,11 +31,23 @@ struct ct_event {
     bool returned;     /* ct_event_returned() took the end time */
     bool device_given; /* the hook set rec.device itself */
     bool stacked;      /* captures a call stack at its end (stacks.h) */
+    /* The thread's nesting state at begin, put back at end. */
+    uint16_t outer_depth; /* traced calls of the thread already in progress */
+    uint8_t outer_level;
+    uint64_t outer_seq;
 };
 
-/* `caller` is the hook's return address: the code that called the API. */
+/*
+ * `caller` is the hook's return address: the code that called the API. The
+ * call is nested in the thread's call in progress when that caller is the
+ * CUDA stack's own code (cudalibs.h), top level otherwise.
+ */
 void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller);
-/* The real function returned: its duration ends here, not at ct_event_end. */
+/* For a record a hook makes as part of its own call in progress
+ * (ncclCommInitAll's one per communicator): nested in it, whoever called. */
+void ct_event_begin_part(struct ct_event *ev, enum ct_api api, const void *caller);
+/* The real function returned: its duration ends here, not at ct_event_end,
+ * and so does what it did, for the order of effects (rec.ret_seq). */
 void ct_event_returned(struct ct_event *ev);
 void ct_event_end(struct ct_event *ev, int result);
 

@@ -57,7 +57,7 @@ void ct_objects_note(struct ct_objects *o, uint64_t ip)
         o->missing = true;
 }
 
-static void range_of(const struct dl_phdr_info *info, uint64_t *lo, uint64_t *hi)
+void ct_object_range(const struct dl_phdr_info *info, uint64_t *lo, uint64_t *hi)
 {
     *lo = UINT64_MAX;
     *hi = 0;
@@ -130,7 +130,7 @@ static int collect_object(struct dl_phdr_info *info, size_t size, void *arg)
     (void)size;
     struct collect *c = arg;
     uint64_t lo, hi;
-    range_of(info, &lo, &hi);
+    ct_object_range(info, &lo, &hi);
     if (lo >= hi)
         return 0;
     size_t at;

@@ -55,6 +55,10 @@ void ct_objects_add(struct ct_objects *o, const struct ct_object *obj);
 
 void ct_objects_free(struct ct_objects *o);
 
+/* The addresses an object's PT_LOAD segments span: [*lo, *hi), empty (lo >=
+ * hi) for an object without any. */
+void ct_object_range(const struct dl_phdr_info *info, uint64_t *lo, uint64_t *hi);
+
 /*
  * dl_iterate_phdr for the writer (here and modmap.c), under the mutex fork
  * takes: a fork while the writer iterated would leave the dynamic loader's

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudalibs.h"
 #include "resolve.h"
 #include "warn.h"
 
@@ -46,9 +47,12 @@ static enum ct_lib library_of(enum ct_api api)
     }
 }
 
-/* Sets the slot unless another thread already did; returns what the slot holds. */
+/* Sets the slot unless another thread already did; returns what the slot holds.
+ * The library behind it is learned as the CUDA stack's (cudalibs.h) before
+ * any hook can call it, so that its own calls nest in the call in progress. */
 static void *settle(enum ct_api api, void *candidate)
 {
+    ct_cudalibs_learn(candidate);
     void *expected = NULL;
     if (__atomic_compare_exchange_n(&real_slot[api], &expected, candidate, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))

@@ -180,6 +180,17 @@ uint64_t ct_session_next_seq(void)
     return __atomic_add_fetch(&S.seq, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * Relaxed is enough: a call whose effect another thread depends on (a free
+ * whose pointer a later allocation gets) happens-before that thread's load
+ * through the library's own synchronization, and a load then sees that
+ * call's add or a later value (read coherence of one atomic).
+ */
+uint64_t ct_session_seq_now(void)
+{
+    return __atomic_load_n(&S.seq, __ATOMIC_RELAXED);
+}
+
 static bool env_flag(const char *name)
 {
     const char *v = getenv(name);

@@ -19,6 +19,8 @@ bool ct_session_tracing(void);
 
 /* The next per-process sequence number (starts at 1). */
 uint64_t ct_session_next_seq(void);
+/* The last one taken: how many calls have started by now (a load, no add). */
+uint64_t ct_session_seq_now(void);
 
 /* Appends a finished record; creates the trace on the first one. */
 void ct_session_append(struct ct_record *rec);

@@ -44,6 +44,7 @@ struct ct_store {
     bool no_stack_tables;        /* an older trace: auxiliary records are dropped */
     bool format4_frames;         /* stack_frames has no instr and entry columns */
     bool checkpoint_each_commit; /* sealed, but still in WAL mode (see above) */
+    bool no_ret_seq;             /* events has no ret_seq column (format 5 or older) */
     char error[256];
 };
 
@@ -64,10 +65,16 @@ static int exec_sql(struct ct_store *st, const char *sql, const char *what)
     return rc == SQLITE_OK ? 0 : fail(st, rc, what);
 }
 
+#define EVENT_INSERT_HEAD                                                                          \
+    "INSERT OR IGNORE INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"    \
+    " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, arg4, arg5, arg6, arg7,"    \
+    " caller, stack_id, handle"
+#define EVENT_INSERT_VALUES "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?"
 static const char EVENT_INSERT_SQL[] =
-    "INSERT OR IGNORE INTO events(seq, parent_seq, t_ns, dur_ns, wait_ns, tid, api_id, device,"
-    " result, depth, ptr, size, flags, stream, arg0, arg1, arg2, arg3, arg4, arg5, arg6, arg7,"
-    " caller, stack_id, handle) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    EVENT_INSERT_HEAD ", ret_seq) VALUES(" EVENT_INSERT_VALUES ",?)";
+/* A trace of format 5 or older (recovery folds old rings into old traces). */
+static const char EVENT_INSERT_SQL_FORMAT5[] =
+    EVENT_INSERT_HEAD ") VALUES(" EVENT_INSERT_VALUES ")";
 
 static struct ct_store *open_db(const char *path, char *err, size_t errlen)
 {
@@ -97,6 +104,11 @@ static int prepare_insert(struct ct_store *st)
 {
     int rc = sqlite3_prepare_v3(st->db, EVENT_INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
                                 &st->insert_event, NULL);
+    if (rc == SQLITE_ERROR) { /* no such column: an older trace */
+        st->no_ret_seq = true;
+        rc = sqlite3_prepare_v3(st->db, EVENT_INSERT_SQL_FORMAT5, -1, SQLITE_PREPARE_PERSISTENT,
+                                &st->insert_event, NULL);
+    }
     return rc == SQLITE_OK ? 0 : fail(st, rc, "prepare insert");
 }
 
@@ -551,6 +563,9 @@ int ct_store_insert(struct ct_store *st, const struct ct_record *r)
         sqlite3_bind_blob(s, col, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
     else
         sqlite3_bind_null(s, col);
+    /* Rings before 6 leave it 0: the call's effect is then placed at its seq. */
+    if (!st->no_ret_seq)
+        sqlite3_bind_int64(s, ++col, ct_u64_to_sql(r->ret_seq > r->seq ? r->ret_seq : r->seq));
     assert(col == sqlite3_bind_parameter_count(s));
     int rc = sqlite3_step(s);
     sqlite3_reset(s);

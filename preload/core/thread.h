@@ -12,14 +12,15 @@
 #include <stdint.h>
 
 struct ct_thread {
-    int32_t tid;          /* 0 until first needed */
-    int32_t device;       /* valid only when device_known */
-    bool device_known;    /* device learned from cudaSetDevice or a probe */
-    bool internal;        /* the tracer's own thread: its calls are not traced */
-    bool starting;        /* inside session setup (session.c): a signal handler's call
-                             on this thread cannot wait for it, and is dropped */
-    uint16_t depth;       /* traced calls in progress on this thread */
-    uint64_t current_seq; /* innermost traced call in progress, 0 = none */
+    int32_t tid;           /* 0 until first needed */
+    int32_t device;        /* valid only when device_known */
+    bool device_known;     /* device learned from cudaSetDevice or a probe */
+    bool internal;         /* the tracer's own thread: its calls are not traced */
+    bool starting;         /* inside session setup (session.c): a signal handler's call
+                              on this thread cannot wait for it, and is dropped */
+    uint16_t depth;        /* traced calls in progress on this thread */
+    uint64_t current_seq;  /* innermost traced call in progress, 0 = none */
+    uint8_t current_level; /* that call's record depth (calls it is nested in) */
 };
 
 extern __thread struct ct_thread ct_self __attribute__((tls_model("initial-exec")));

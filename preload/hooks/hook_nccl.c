@@ -174,7 +174,7 @@ CT_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *de
             ev.rec.arg[3] = hash;
             for (int i = 0; i < ndev; i++) {
                 struct ct_event member;
-                ct_event_begin(&member, CT_API_ncclCommInitAll_comm, CT_CALLER);
+                ct_event_begin_part(&member, CT_API_ncclCommInitAll_comm, CT_CALLER);
                 record_init(&member, ncclSuccess, &comm[i], ndev, i, hash);
                 ct_event_set_device(&member, devlist ? devlist[i] : i);
                 ct_event_end(&member, ncclSuccess);

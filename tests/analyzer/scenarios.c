@@ -86,6 +86,50 @@ char *scenario_pointer_reuse(const char *dir)
     return path;
 }
 
+/* A call of thread tid that returned when `ret` calls had started. */
+static int64_t threaded_call(struct fixture *f, int64_t tid, enum ct_api api, int64_t ptr,
+                             int64_t size, int64_t ret)
+{
+    struct fixture_event e = {.api = api,
+                              .tid = tid,
+                              .device = 0,
+                              .ptr = ptr,
+                              .size = size,
+                              .dur_ns = 100,
+                              .ret_seq = ret};
+    return fixture_event(f, &e);
+}
+
+char *scenario_crossing(const char *dir)
+{
+    char *path = fixture_trace_path(dir, "node1", CROSSING_PID, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = CROSSING_PID,
+                                .ppid = 1,
+                                .host = "node1",
+                                .cmdline = "crossing",
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = NORMAL_START_MONO,
+                                .cuda_runtime_version = 12080};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    threaded_call(f, 1, CT_API_cudaMalloc, PTR_A, 1 * MiB, 1);
+    threaded_call(f, 2, CT_API_cudaMalloc, PTR_C, 16 * MiB, 2);
+    threaded_call(f, 2, CT_API_cudaMalloc, PTR_A, 32 * MiB, 4);
+    threaded_call(f, 1, CT_API_cudaFree, PTR_A, 0, 4);
+    threaded_call(f, 1, CT_API_cudaMalloc, PTR_C, 8 * MiB, 6);
+    threaded_call(f, 2, CT_API_cudaFree, PTR_C, 0, 6);
+    threaded_call(f, 1, CT_API_cudaFree, PTR_C, 0, 7);
+    struct fixture_event meminfo = {.api = CT_API_cudaMemGetInfo,
+                                    .tid = 2,
+                                    .device = 0,
+                                    .dur_ns = 100,
+                                    .arg = {80 * GiB - CROSSING_USED, 80 * GiB}};
+    fixture_event(f, &meminfo);
+    fixture_close(f);
+    return path;
+}
+
 char *scenario_shared_gpu_first(const char *dir, int first_exits)
 {
     const int64_t wall = NORMAL_START_WALL, mono = 5000000000ll;

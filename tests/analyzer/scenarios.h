@@ -50,6 +50,31 @@ char *scenario_normal(const char *dir);
 char *scenario_pointer_reuse(const char *dir);
 
 /*
+ * Frees crossing allocations of another thread (pid 888, threads 1 and 2;
+ * ret: the calls started by the time the call returned):
+ *   seq 1  T1 cudaMalloc A at P, 1 MiB          ret 1
+ *   seq 2  T2 cudaMalloc R0 at R, 16 MiB        ret 2
+ *   seq 3  T2 cudaMalloc B 32 MiB, returns P    ret 4: after T1 freed A
+ *   seq 4  T1 cudaFree P: ends A                ret 4
+ *   seq 5  T1 cudaMalloc D 8 MiB, returns R     ret 6: after T2 freed R0
+ *   seq 6  T2 cudaFree R: ends R0               ret 6
+ *   seq 7  T1 cudaFree R: ends D                ret 7
+ *   seq 8  T2 cudaMemGetInfo: used 1 GiB
+ * In effect order: +A 1, +R0 17, -A 16, +B 48 (the peak, at seq 3), -R0 32,
+ * +D 40, -D 32. B stays live: 32 MiB at the measurement and at the end. By
+ * seq, B would end A (implicit), A's free would end B, D would end R0 and
+ * R0's free D, leaving nothing live and a double free.
+ */
+#define CROSSING_PID       888
+#define CROSSING_LIVE      (32 * MiB)
+#define CROSSING_PEAK      (48 * MiB)
+#define CROSSING_PEAK_SEQ  3
+#define CROSSING_ALLOCATED (57 * MiB)
+#define CROSSING_FREED     (25 * MiB)
+#define CROSSING_USED      (1 * GiB)
+char *scenario_crossing(const char *dir);
+
+/*
  * Two processes on one GPU uuid: pid 100 allocates 1 GiB and keeps it
  * ('running'); pid 200 starts 10 ms later, allocates 2 GiB and calls
  * cudaMemGetInfo last (free 75 GiB of 80 GiB: used 5 GiB). Directory-wide:

@@ -53,6 +53,8 @@ struct ring_spec {
     uint64_t start_wall_ns, start_mono_ns;
     const char *boot_id;
     uint64_t dropped; /* records the process counted as not taken */
+    uint32_t version;   /* 0: CT_RING_VERSION; older ones have no ret_seq (left 0) */
+    uint64_t ret_ahead; /* records return when seq + ret_ahead calls had started */
 };
 
 static char *join(const char *dir, const char *name)
@@ -99,6 +101,8 @@ static void write_ring(const char *path, const struct ring_spec *spec)
     ck_assert_uint_le(spec->count, capacity);
     for (uint64_t i = 0; i < spec->count; i++) {
         struct ct_record r = record(spec->first + i);
+        if (!spec->version)
+            r.ret_seq = r.seq + spec->ret_ahead;
         ct_ring_push(&ring, &r, alive);
     }
     uint64_t cursor = 0;
@@ -111,6 +115,8 @@ static void write_ring(const char *path, const struct ring_spec *spec)
         ct_ring_note_writer_failure(&ring, spec->stopped_after, spec->writer_error);
     if (spec->dropped)
         ct_ring_count_dropped(&ring, spec->dropped);
+    if (spec->version)
+        ((struct ct_ring_header *)mem)->version = spec->version;
     write_file(path, mem, bytes);
     free(mem);
 }
@@ -300,6 +306,47 @@ START_TEST(test_replayed_ring_adds_nothing)
     free(db);
     free(ring);
     scratch_remove(dir);
+}
+END_TEST
+
+/* Rings and traces from before ret_seq (ring 5, format 5) still fold: a
+ * ring-5 record's effect is placed at its seq, a format-5 trace takes
+ * records as it had them; a ring-6 record keeps its ret_seq. */
+START_TEST(test_rings_and_traces_before_ret_seq)
+{
+    for (int old_trace = 0; old_trace <= 1; old_trace++) {
+        char *dir = scratch_dir();
+        char *db = make_trace(dir, 5), *ring = join(dir, RING_NAME);
+        if (old_trace)
+            fixture_downgrade(db, 5);
+        struct ring_spec spec = {.first = 4, .count = 4, .version = 5};
+        write_ring(ring, &spec);
+        struct proc_result r = run2("recover", dir, NULL);
+        assert_ok(&r);
+        proc_result_free(&r);
+        ck_assert_int_eq(query_int(db, "SELECT count(*) FROM events"), 7);
+        if (!old_trace) {
+            ck_assert_int_eq(query_int(db, "SELECT count(*) FROM events WHERE ret_seq = seq"), 7);
+            spec = (struct ring_spec){.first = 8, .count = 2, .ret_ahead = 3};
+            write_ring(ring, &spec);
+            r = run2("recover", dir, NULL);
+            assert_ok(&r);
+            proc_result_free(&r);
+            ck_assert_int_eq(query_int(db, "SELECT ret_seq FROM events WHERE seq = 9"), 12);
+            ck_assert_int_eq(query_int(db, "SELECT effect_order FROM calls WHERE seq = 9"), 25);
+        } else {
+            ck_assert_int_eq(query_int(db, "SELECT value FROM meta WHERE key = 'format_version'"),
+                             5);
+        }
+        r = run2("summary", dir, NULL);
+        assert_ok(&r);
+        assert_contains(r.out, old_trace ? "calls      7 (0 failed, 0 nested)"
+                                         : "calls      9 (0 failed, 0 nested)");
+        proc_result_free(&r);
+        free(db);
+        free(ring);
+        scratch_remove(dir);
+    }
 }
 END_TEST
 
@@ -1438,6 +1485,7 @@ Suite *recover_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_recover_folds_exactly_once);
     tcase_add_test(tc, test_replayed_ring_adds_nothing);
+    tcase_add_test(tc, test_rings_and_traces_before_ret_seq);
     tcase_add_test(tc, test_recover_json);
     tcase_add_test(tc, test_summary_folds_silently);
     tcase_add_test(tc, test_recover_one_file);

@@ -7,6 +7,7 @@
 #include "test_support.h"
 #include "trace_fixture.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,83 @@ START_TEST(test_pointer_reuse)
     /* cudaFree of that address does not end the host allocation. */
     assert_contains(j, "\"host\":{\"allocs\":1,\"allocated_bytes\":4194304,\"frees\":0,"
                        "\"freed_bytes\":0,\"live_allocs\":1,\"live_bytes\":4194304");
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* The start of device 0's `device` memory in the compact JSON summary. */
+static char *device_stats(int64_t allocs, int64_t allocated, int64_t frees, int64_t freed,
+                          int64_t live_allocs, int64_t live, int64_t peak, int64_t peak_seq)
+{
+    char *text = NULL;
+    ck_assert_int_ge(asprintf(&text,
+                              "\"device\":{\"allocs\":%lld,\"allocated_bytes\":%lld,\"frees\":%lld,"
+                              "\"freed_bytes\":%lld,\"live_allocs\":%lld,\"live_bytes\":%lld,"
+                              "\"peak_bytes\":%lld,\"peak_seq\":%lld,",
+                              (long long)allocs, (long long)allocated, (long long)frees,
+                              (long long)freed, (long long)live_allocs, (long long)live,
+                              (long long)peak, (long long)peak_seq),
+                     0);
+    return text;
+}
+
+/* Frees that crossed another thread's allocation end what they freed
+ * (scenarios.h: scenario_crossing): in the view, in the totals, the peak,
+ * what is live at the measurement and at the end. */
+START_TEST(test_crossing_frees_pair_in_effect_order)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_crossing(dir);
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *stmt;
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT group_concat(pair, ' ') FROM (SELECT seq || ':' ||"
+                                        " coalesce(free_seq, '-') || ':' || coalesce(free_api, '-')"
+                                        " AS pair FROM allocations ORDER BY seq)",
+                                        -1, &stmt, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(stmt), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(stmt, 0),
+                     "1:4:cudaFree 2:6:cudaFree 3:-:- 5:7:cudaFree");
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+
+    struct proc_result r = summary(path, true);
+    char *j = compact(r.out);
+    char *stats = device_stats(4, CROSSING_ALLOCATED, 3, CROSSING_FREED, 1, CROSSING_LIVE,
+                               CROSSING_PEAK, CROSSING_PEAK_SEQ);
+    assert_contains(j, stats);
+    free(stats);
+    char expected[512];
+    snprintf(expected, sizeof(expected),
+             "\"used_bytes\":%lld,\"traced_live_bytes\":%lld,\"unexplained_bytes\":%lld,",
+             CROSSING_USED, CROSSING_LIVE, CROSSING_USED - CROSSING_LIVE);
+    assert_contains(j, expected);
+    free(j);
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* A format-5 trace (no ret_seq) is still read, and paired by seq as its
+ * own views do: the same calls then leave nothing live. */
+START_TEST(test_format5_pairs_by_seq)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_crossing(dir);
+    fixture_downgrade(path, 5);
+    struct proc_result r = summary(path, true);
+    char *j = compact(r.out);
+    assert_contains(j, "\"format_version\":5,");
+    char *stats = device_stats(4, CROSSING_ALLOCATED, 4, CROSSING_ALLOCATED, 0, 0, CROSSING_PEAK,
+                               CROSSING_PEAK_SEQ);
+    assert_contains(j, stats);
+    free(stats);
     free(j);
     proc_result_free(&r);
     free(path);
@@ -431,6 +509,8 @@ Suite *summary_suite(void)
     tcase_add_test(tc, test_normal_json);
     tcase_add_test(tc, test_output_is_deterministic);
     tcase_add_test(tc, test_pointer_reuse);
+    tcase_add_test(tc, test_crossing_frees_pair_in_effect_order);
+    tcase_add_test(tc, test_format5_pairs_by_seq);
     tcase_add_test(tc, test_shared_gpu_sums_processes);
     tcase_add_test(tc, test_shared_gpu_skips_exited_process);
     tcase_add_test(tc, test_many_failed_calls);

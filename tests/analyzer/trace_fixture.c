@@ -92,10 +92,11 @@ static sqlite3_stmt *prepare_event_insert(struct fixture *f)
                                   " api_id, device, result, depth, ptr, size, flags, stream");
     for (int i = 0; i < CT_RECORD_ARGS; i++)
         len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", arg%d", i);
-    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", caller, stack_id, handle) VALUES (?");
+    len += (size_t)snprintf(sql + len, sizeof(sql) - len,
+                            ", caller, stack_id, handle, ret_seq) VALUES (?");
     for (int i = 1; i < EVENT_HEAD_COLUMNS + CT_RECORD_ARGS; i++)
         len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?");
-    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?, 0, ?)");
+    len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", ?, 0, ?, ?)");
     if (len >= sizeof(sql))
         abort();
     return prepare(f, sql);
@@ -274,6 +275,7 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e)
         sqlite3_bind_blob(s, handle, e->handle, (int)e->handle_len, SQLITE_TRANSIENT);
     else
         sqlite3_bind_null(s, handle);
+    sqlite3_bind_int64(s, handle + 1, e->ret_seq ? e->ret_seq : seq);
     if (sqlite3_step(s) != SQLITE_DONE)
         die(f, "insert event");
     sqlite3_reset(s);
@@ -343,18 +345,59 @@ static const char format2_views[] =
     " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"
     " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api FROM j;\n";
 
+/* The views of format 5 that format 6 changed (include/cutrace/schema.h
+ * before ret_seq and effect_order): frees paired by seq. */
+static const char format5_views[] =
+    "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"
+    " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"
+    " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7,"
+    " (SELECT m.path FROM modules m WHERE e.caller >= m.start_addr AND e.caller < m.end_addr)"
+    " AS module, e.caller, e.stack_id FROM events e JOIN apis a ON a.api_id = e.api_id;\n"
+    "CREATE VIEW logical_events AS SELECT e.*, a.name AS api, a.layer, a.role, a.space,"
+    " a.kind AS api_kind FROM events e JOIN apis a ON a.api_id = e.api_id"
+    " LEFT JOIN events p ON p.seq = e.parent_seq LEFT JOIN apis pa ON pa.api_id = p.api_id"
+    " WHERE pa.role IS NULL OR NOT (pa.role = a.role OR (pa.role IN ('alloc', 'free', 'reset')"
+    " AND a.role IN ('alloc', 'free', 'reset')));\n"
+    "CREATE VIEW mem_events AS SELECT seq, t_ns, device, ptr, size, api, role, space,"
+    " CASE WHEN api_kind = 'vmm' AND arg1 != 1 THEN 'vmm_host' ELSE api_kind END AS kind,"
+    " caller FROM logical_events WHERE result = 0 AND role IN ('alloc', 'free', 'reset');\n"
+    "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"
+    " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api"
+    " FROM mem_events WHERE role IN ('alloc', 'free')"
+    " WINDOW w AS (PARTITION BY space, ptr ORDER BY seq)),"
+    " r AS (SELECT seq, t_ns, device, api FROM mem_events WHERE role = 'reset'),"
+    " j AS (SELECT m.*, (SELECT MIN(r.seq) FROM r WHERE r.device = m.device AND r.seq > m.seq"
+    " AND m.space IN ('device', 'host', 'ipc')) AS reset_seq FROM m WHERE m.role = 'alloc')"
+    " SELECT j.seq, j.api, j.device, j.ptr, j.size, j.kind, j.t_ns,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN j.next_seq ELSE j.reset_seq END AS free_seq,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN j.next_t_ns ELSE (SELECT r.t_ns FROM r WHERE r.seq = j.reset_seq) END AS free_t_ns,"
+    " CASE WHEN j.next_seq IS NOT NULL AND (j.reset_seq IS NULL OR j.next_seq < j.reset_seq)"
+    " THEN (CASE WHEN j.next_role = 'free' THEN j.next_api ELSE 'implicit' END)"
+    " ELSE (SELECT r.api FROM r WHERE r.seq = j.reset_seq) END AS free_api,"
+    " (SELECT md.path FROM modules md WHERE j.caller >= md.start_addr AND j.caller < md.end_addr)"
+    " AS module FROM j;\n";
+
 void fixture_downgrade(const char *path, int format)
 {
-    if (format < 1 || format > 2)
+    if (format < 1 || (format > 2 && format != 5))
         abort();
     struct fixture f = {.path = strdup(path)};
     if (sqlite3_open_v2(path, &f.db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
         die(&f, "open");
+    /* Every format before 6: no ret_seq, no effect orders. */
+    fixture_exec(&f, "BEGIN; DROP VIEW allocations; DROP VIEW mem_events; DROP VIEW calls;"
+                     " DROP VIEW logical_events");
+    fixture_exec(&f, format5_views);
+    fixture_exec(&f, "ALTER TABLE events DROP COLUMN ret_seq");
     /* The events table keeps its eight argument columns (format 1 had
      * four): no report reads them. */
-    fixture_exec(&f, "BEGIN; DROP VIEW driver_lookups; DROP VIEW allocations;"
-                     " DROP VIEW mem_events; DROP VIEW calls; DROP TABLE modules");
-    fixture_exec(&f, format2_views);
+    if (format <= 2) {
+        fixture_exec(&f, "DROP VIEW driver_lookups; DROP VIEW allocations;"
+                         " DROP VIEW mem_events; DROP VIEW calls; DROP TABLE modules");
+        fixture_exec(&f, format2_views);
+    }
     if (format == 1)
         fixture_exec(&f, "DROP VIEW collectives; DROP VIEW communicators; DROP VIEW nccl_events;"
                          " ALTER TABLE process DROP COLUMN nccl_version");

@@ -36,10 +36,12 @@ struct fixture_process {
     int64_t nccl_version; /* 0 is stored as NULL: NCCL was not loaded */
 };
 
-/* One row of `events`; a zero seq takes the next number and a zero t_ns
- * puts the event 1 us after the previous one. */
+/* One row of `events`; a zero seq takes the next number, a zero t_ns
+ * puts the event 1 us after the previous one and a zero ret_seq is seq
+ * (the call returned before the next one started). */
 struct fixture_event {
     int64_t seq, parent_seq; /* parent_seq 0 is stored as NULL */
+    int64_t ret_seq;         /* calls started by the time it returned (format 6) */
     int64_t t_ns, dur_ns, wait_ns, tid;
     enum ct_api api;
     int64_t device, result, depth, ptr, size, flags, stream;
@@ -88,9 +90,10 @@ int64_t fixture_lookup(struct fixture *f, enum ct_api api, const char *symbol, i
 
 /*
  * Makes the complete (closed) trace at path look written by an older
- * cutrace: format 2 has no modules table, no driver_lookups view and no
- * module column in calls and allocations; format 1 also lacks the NCCL views
- * and process.nccl_version.
+ * cutrace: format 5 has no events.ret_seq and no effect orders (its views
+ * pair frees by seq); format 2 also has no modules table, no driver_lookups
+ * view and no module column in calls and allocations; format 1 also lacks
+ * the NCCL views and process.nccl_version.
  */
 void fixture_downgrade(const char *path, int format);
 

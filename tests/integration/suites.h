@@ -13,6 +13,8 @@
  * after the tracer's destructor).
  * stacks (native and Python call stacks, `cutrace sites`) and hotpath
  * (signal handlers that call CUDA, raw fork, the ring's size).
+ * stacks (native and Python call stacks, `cutrace sites`) and order
+ * (frees across threads, signal handlers' calls).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -33,5 +35,6 @@ Suite *security_suite(void);
 Suite *creation_kill_suite(void);
 Suite *startfinish_suite(void);
 Suite *hotpath_suite(void);
+Suite *order_suite(void);
 
 #endif
