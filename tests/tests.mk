@@ -13,7 +13,7 @@
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
-UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap objects pylines
+UNIT_CORE := ring store writer envcap procinfo warn thread tracefile modmap objects pylines unwpipe
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
@@ -59,6 +59,8 @@ TEST_PROGS := rt_sequence rt_ipc rt_fork rt_exit rt_forkstress no_cuda rt_counte
               rt_threads rt_spawn rt_burst rt_pause nccl_missing
 # Stack tests (test_stacks.c): programs with named call sites and a dlopen'ed library.
 TEST_PROGS += stk_native stk_stress
+# Descriptor tests (test_fds.c): a program that owns its descriptor table.
+TEST_PROGS += fds_own
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \

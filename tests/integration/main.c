@@ -17,6 +17,7 @@ int main(void)
     srunner_add_suite(sr, run_suite());
     srunner_add_suite(sr, budget_names_suite());
     srunner_add_suite(sr, pyframes_suite());
+    srunner_add_suite(sr, fds_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -6,7 +6,8 @@
  * simulated server's own budget found again by `cutrace budget`) and run
  * (`cutrace run` in front of launchers that start workers) and diff (a
  * baseline and a custom all-reduce run compared by `cutrace diff`) and
- * stacks (native and Python call stacks, `cutrace sites`).
+ * stacks (native and Python call stacks, `cutrace sites`) and fds (the
+ * program's descriptor table left to it).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -23,5 +24,6 @@ Suite *diff_suite(void);
 Suite *run_suite(void);
 Suite *budget_names_suite(void);
 Suite *pyframes_suite(void);
+Suite *fds_suite(void);
 
 #endif

@@ -18,5 +18,6 @@ Suite *tracefile_suite(void);
 Suite *modmap_suite(void);
 Suite *stacks_suite(void);
 Suite *pylines_suite(void);
+Suite *unwpipe_suite(void);
 
 #endif
