@@ -14,7 +14,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
 UNIT_CORE := ring store writer envcap procinfo warn thread tracefile tracedir sqlfiles redact modmap \
-             objects pylines sigfree
+             objects pylines sigfree unwpipe
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
@@ -66,6 +66,8 @@ TEST_PROGS += sf_life
 TEST_PROGS += rt_sigcalls rt_sigfirst rt_rawfork
 # Order of effects (test_order.c): threads reusing addresses, a signal handler allocating.
 TEST_PROGS += rt_reuse rt_sigalloc
+# Descriptor tests (test_fds.c): a program that owns its descriptor table.
+TEST_PROGS += fds_own
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \

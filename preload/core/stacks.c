@@ -222,6 +222,8 @@ uint64_t ct_stacks_capture(void)
     if (C.native && begin_unwind()) {
         uint64_t raw[MAX_DEPTH + OWN_FRAMES];
         int got = ct_unwind(raw, C.depth + OWN_FRAMES);
+        if (got <= 0)
+            got = ct_unwind_fallback(raw, C.depth + OWN_FRAMES);
         end_unwind();
         int i = 0;
         while (i < got && raw[i] >= C.self_start && raw[i] < C.self_end)

@@ -8,8 +8,11 @@
  * per-thread caches (UNW_CACHE_PER_THREAD) make a repeated stack a walk of
  * cached frames with no lock. A program that loaded libunwind itself shares
  * our copy (one soname, one instance): its caching policy is then left as
- * the program set it. Without libunwind the C library's backtrace()
- * (libgcc's unwinder) is used, slower but lock-free on glibc 2.35+.
+ * the program set it. libunwind's memory-validation pipe is kept off the
+ * program's descriptors (unwpipe.h); a libunwind set up before cutrace
+ * loaded, or one left without a pipe, is not used. Without libunwind the C
+ * library's backtrace() (libgcc's unwinder) is used, slower but lock-free
+ * on glibc 2.35+.
  */
 #ifndef CUTRACE_UNWIND_H
 #define CUTRACE_UNWIND_H
@@ -26,9 +29,18 @@ const char *ct_unwind_name(void);
 /*
  * Return addresses of the calling thread, innermost first, the caller's own
  * frame included; at most max (<= 160). Returns how many, 0 without an
- * unwinder. No lock in the steady state; the first call of a thread sets up
- * its caches (one mmap).
+ * unwinder or when this unwind failed (see ct_unwind_fallback). No lock in
+ * the steady state; the first call of a thread sets up its caches (one
+ * mmap).
  */
 int ct_unwind(uint64_t *ips, int max);
+
+/*
+ * The same through backtrace(), for an unwind of ct_unwind's that found
+ * nothing: libunwind finds no frame at all when it could not validate an
+ * address (unwpipe.h), as when it has just lost its pipe. 0 when ct_unwind
+ * was not libunwind's.
+ */
+int ct_unwind_fallback(uint64_t *ips, int max);
 
 #endif

@@ -94,6 +94,11 @@ static pid_t spawn_to(struct world *w, bool traced, const char *const argv[], in
             dup2(out_fd, 1);
         if (err_fd >= 0)
             dup2(err_fd, 2);
+        if (w->nofile_limit > 0) {
+            closefrom(3);
+            struct rlimit nofile = {(rlim_t)w->nofile_limit, (rlim_t)w->nofile_limit};
+            setrlimit(RLIMIT_NOFILE, &nofile);
+        }
         execv(argv[0], (char *const *)argv);
         _exit(126);
     }

@@ -31,6 +31,9 @@ struct world {
     char *cwd; /* working directory for spawned programs */
     const char *extra_env[8];
     long fsize_limit; /* RLIMIT_FSIZE for spawned programs, 0 = unlimited */
+    /* RLIMIT_NOFILE for spawned programs, 0 = inherited; with a limit they
+     * start with descriptors 0, 1 and 2 only, as from a shell's ulimit -n. */
+    long nofile_limit;
 };
 
 void world_init(struct world *w);

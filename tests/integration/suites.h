@@ -15,6 +15,8 @@
  * (signal handlers that call CUDA, raw fork, the ring's size).
  * stacks (native and Python call stacks, `cutrace sites`) and order
  * (frees across threads, signal handlers' calls).
+ * stacks (native and Python call stacks, `cutrace sites`) and fds (the
+ * program's descriptor table left to it).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -36,5 +38,6 @@ Suite *creation_kill_suite(void);
 Suite *startfinish_suite(void);
 Suite *hotpath_suite(void);
 Suite *order_suite(void);
+Suite *fds_suite(void);
 
 #endif

@@ -19,5 +19,6 @@ Suite *modmap_suite(void);
 Suite *stacks_suite(void);
 Suite *pylines_suite(void);
 Suite *redact_suite(void);
+Suite *unwpipe_suite(void);
 
 #endif
