@@ -9,6 +9,7 @@
  * directory or device that happens to have such a name is never touched.
  */
 #include "leftovers.h"
+#include "trace.h"
 
 #include "cli.h"
 #include "owner.h"
@@ -467,8 +468,8 @@ static void clean_trace(struct leftover *l)
     sqlite3 *db = NULL;
     struct process_row p;
     bool readable = false, judge = false;
-    if (sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL) ==
-        SQLITE_OK) {
+    /* As reports read it: a finished trace is left exactly as found. */
+    if (trace_sqlite_open_readonly(l->path, &db) == SQLITE_OK) {
         sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
         judge = says_running(db, &readable) && read_process_row(db, &p);
     }

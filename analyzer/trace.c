@@ -236,7 +236,7 @@ static char *path_to_uri(const char *path, const char *query)
     return uri;
 }
 
-static int open_connection(struct trace *t, const char *path, bool immutable)
+static int open_sqlite(const char *path, bool immutable, sqlite3 **db)
 {
     int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
     char *name = NULL;
@@ -244,8 +244,14 @@ static int open_connection(struct trace *t, const char *path, bool immutable)
         name = path_to_uri(path, "mode=ro&immutable=1");
         flags |= SQLITE_OPEN_URI;
     }
-    int rc = sqlite3_open_v2(name ? name : path, &t->db, flags, NULL);
+    int rc = sqlite3_open_v2(name ? name : path, db, flags, NULL);
     free(name);
+    return rc;
+}
+
+static int open_connection(struct trace *t, const char *path, bool immutable)
+{
+    int rc = open_sqlite(path, immutable, &t->db);
     if (rc != SQLITE_OK) {
         int result = trace_fail(t, "cannot open (sqlite: %s)",
                                 t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
@@ -343,6 +349,11 @@ static bool finished_wal_trace(const char *path)
     bool no_ring = absent(base, ".ring");
     free(base);
     return no_ring && absent(path, "-wal") && absent(path, "-shm");
+}
+
+int trace_sqlite_open_readonly(const char *path, sqlite3 **db)
+{
+    return open_sqlite(path, finished_wal_trace(path), db);
 }
 
 /* Names of the tables and views, one string per line; the first query of a

@@ -108,6 +108,14 @@ void trace_set_close(struct trace_set *set);
  * (t must then still be closed). Used by trace_set_open; exposed for tests.
  */
 int trace_open(struct trace *t, const char *path);
+
+/*
+ * A plain read-only SQLite connection to a trace file, opened as reports
+ * open theirs: with SQLite's immutable option where that is safe (a
+ * finished trace), so that reading it leaves no -wal or -shm behind. For
+ * the checks recovery makes before it decides to write (leftovers.c).
+ */
+int trace_sqlite_open_readonly(const char *path, sqlite3 **db);
 void trace_close(struct trace *t);
 
 /*

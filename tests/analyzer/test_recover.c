@@ -52,7 +52,7 @@ struct ring_spec {
     int64_t pid;
     uint64_t start_wall_ns, start_mono_ns;
     const char *boot_id;
-    uint64_t dropped; /* records the process counted as not taken */
+    uint64_t dropped;   /* records the process counted as not taken */
     uint32_t version;   /* 0: CT_RING_VERSION; older ones have no ret_seq (left 0) */
     uint64_t ret_ahead; /* records return when seq + ret_ahead calls had started */
 };
