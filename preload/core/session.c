@@ -41,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -322,6 +323,16 @@ static enum ring_outcome map_ring(const struct ct_tracefile *files, const char *
     struct rlimit fsize;
     if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
         budget = fsize.rlim_cur / 2;
+    /* And to half the room left on its file system: the other half is the
+     * database's, so that a nearly full disk still gets calls committed. */
+    const char *self, *limit = "file size limit";
+    int dir = ct_tracedir_at(ct_tracedir_path(), &self);
+    struct statvfs fs;
+    if (dir >= 0 && fstatvfs(dir, &fs) == 0 && fs.f_frsize > 0 &&
+        fs.f_bavail / 2 < budget / fs.f_frsize) {
+        budget = (size_t)(fs.f_bavail / 2) * fs.f_frsize;
+        limit = strerror(ENOSPC);
+    }
     while (capacity > CT_MIN_SLOTS && ct_ring_bytes(capacity) > budget)
         capacity /= 2;
     size_t bytes = ct_ring_bytes(capacity);
@@ -334,7 +345,7 @@ static enum ring_outcome map_ring(const struct ct_tracefile *files, const char *
      * place where a writer that runs out of room says why (writer.c). */
     void *mem = MAP_FAILED;
     int err = bytes > budget ? EFBIG : 0;
-    *why = "file size limit";
+    *why = limit;
     while (!err) {
         mem = file_ring(files, bytes, capacity, &owner, why);
         if (mem != MAP_FAILED)
@@ -512,6 +523,9 @@ static bool start_trace(void)
 static void start_trace_job(void *started)
 {
     *(bool *)started = start_trace();
+    /* Not traced: nothing of the tracer's stays open in the program. */
+    if (!*(bool *)started)
+        ct_tracedir_release();
 }
 
 static bool start_locked(void)

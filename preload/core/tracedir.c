@@ -227,6 +227,15 @@ int ct_tracedir_use(const char *dir, char *why, size_t cap)
     return 0;
 }
 
+void ct_tracedir_release(void)
+{
+    int fd = __atomic_exchange_n(&T.fd, -1, __ATOMIC_ACQ_REL);
+    if (fd >= 0 && same_dir(fd, T.dev, T.ino))
+        close(fd); /* a number the program reused is the program's: left alone */
+    T.path[0] = '\0';
+    T.requested[0] = '\0';
+}
+
 /*
  * The descriptor, if it is still ours. A program that closes every fd it did
  * not open (daemons, sandboxes) closes this one too, and may reuse its number

@@ -27,6 +27,14 @@
  */
 int ct_tracedir_use(const char *dir, char *why, size_t cap);
 
+/*
+ * Gives the directory up: its descriptor is closed if it is still ours (a
+ * process whose trace could not be made keeps no descriptor of the tracer's:
+ * under a tiny RLIMIT_NOFILE the program's next open() must get the number it
+ * gets untraced). Then none is in use.
+ */
+void ct_tracedir_release(void);
+
 /* Its canonical path (no symlink, "." or ".."), "" while none is in use. */
 const char *ct_tracedir_path(void);
 

@@ -116,7 +116,7 @@ static void fail_in_tracer(struct world *w, char *buf, size_t cap, const char *f
              build_path("progs/libsf_fail.so"));
     w->extra_env[0] = buf;
     w->extra_env[1] =
-        strcmp(fn, "posix_fallocate") == 0 ? "SF_FAIL=posix_fallocate" : "SF_FAIL=flock";
+        strcmp(fn, "posix_fallocate") == 0 ? "SF_FAIL=posix_fallocate" : "SF_FAIL=lock";
 }
 
 /* Runs argv untraced, then traced: the same exit status and stdout. */
@@ -274,7 +274,7 @@ START_TEST(test_exec_is_recorded_only_once_it_happened)
      * before the exec, and "running" again when it fails. */
     world_init(&w);
     char preload[8400];
-    fail_in_tracer(&w, preload, sizeof preload, "flock");
+    fail_in_tracer(&w, preload, sizeof preload, "lock");
     fail_kill[0] = build_path("progs/sf_life"); /* build_path's buffers are reused */
     struct run r = same_as_untraced(&w, fail_kill, 128 + 9);
     ck_assert_uint_eq(count_lines(r.err), 1);

@@ -6,12 +6,17 @@
  *   SF_FAIL=posix_fallocate  fails with ENOSPC, as on a disk that filled up
  *                            right after the trace database was made: no
  *                            crash buffer fits at any size
- *   SF_FAIL=flock            fails with ENOLCK, as on a file system without
- *                            locks: the crash buffer falls back to memory
+ *   SF_FAIL=lock             whole-file locks fail with ENOLCK (flock, and
+ *                            fcntl F_SETLK/F_SETLKW of the whole file, which
+ *                            is what the tracer takes on its ring; SQLite
+ *                            locks byte ranges only, so it is unaffected), as
+ *                            on a file system without them: the crash buffer
+ *                            falls back to memory
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -33,10 +38,42 @@ __attribute__((visibility("default"))) int posix_fallocate(int fd, off_t offset,
 
 __attribute__((visibility("default"))) int flock(int fd, int operation)
 {
-    if (failing("flock")) {
+    if (failing("lock")) {
         errno = ENOLCK;
         return -1;
     }
     int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "flock");
     return real(fd, operation);
+}
+
+static int fcntl_as(const char *name, int fd, int cmd, void *arg)
+{
+    if (failing("lock") && (cmd == F_SETLK || cmd == F_SETLKW)) {
+        const struct flock *l = arg;
+        if (l->l_start == 0 && l->l_len == 0) {
+            errno = ENOLCK;
+            return -1;
+        }
+    }
+    int (*real)(int, int, ...) = (int (*)(int, int, ...))dlsym(RTLD_NEXT, name);
+    return real(fd, cmd, arg);
+}
+
+/* Every fcntl command takes at most one argument, an int or a pointer: passed on as is. */
+__attribute__((visibility("default"))) int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_as("fcntl", fd, cmd, arg);
+}
+
+__attribute__((visibility("default"))) int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_as("fcntl64", fd, cmd, arg);
 }
