@@ -1058,6 +1058,17 @@ static void atfork_child(void)
     unlock();
 }
 
+/*
+ * Registered when the library loads, not at cuInit: a fork while another
+ * thread is inside cuInit (holding g_mu, before any later registration) must
+ * still hand the child an unlocked g_mu, as the real driver's handlers do.
+ * The handlers are safe before any initialisation (nothing to free).
+ */
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
 static CUresult init_locked(void)
 {
     read_config();
@@ -1086,7 +1097,6 @@ static CUresult init_locked(void)
         fprintf(stderr, "cutrace fake libcuda: cannot reserve device address space\n");
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     return CUDA_SUCCESS;
 }
 
