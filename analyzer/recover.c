@@ -764,11 +764,9 @@ static enum recover_status fold(struct recover_result *r, const struct ct_ring *
  */
 enum recover_lock recover_ring_lock(int fd)
 {
-    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(fd, F_GETLK, &probe) != 0)
-        return RECOVER_LOCK_FAILED;
-    if (probe.l_type != F_UNLCK)
-        return RECOVER_LOCK_HELD;
+    int held = ct_ring_lock_held(fd);
+    if (held != 0)
+        return held > 0 ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
         return RECOVER_LOCK_TAKEN;
     return errno == EWOULDBLOCK ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;

@@ -184,9 +184,7 @@ static void fold_ring(void *arg)
      * or of a cutrace folding it): not the ring this pid's exec let go of,
      * whose lock the exec dropped. F_GETLK never reports this process's own.
      */
-    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(fd, F_GETLK, &probe) != 0 || probe.l_type != F_UNLCK ||
-        flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (ct_ring_lock_held(fd) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
         close(fd);
         return;
     }

@@ -54,17 +54,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct finder *f = arg;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uint64_t start = info->dlpi_addr + ph->p_vaddr;
-        if (start < lo)
-            lo = start;
-        if (start + ph->p_memsz > hi)
-            hi = start + ph->p_memsz;
-    }
+    uint64_t lo, hi;
+    ct_object_range(info, &lo, &hi);
     if (f->addr < lo || f->addr >= hi)
         return 0;
     f->out->base = info->dlpi_addr;

@@ -29,6 +29,7 @@
 #include "ring.h"
 
 #include <assert.h>
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <sched.h>
@@ -101,6 +102,14 @@ void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *ow
     struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
     for (uint64_t i = 0; i < capacity; i++)
         slots[i].turn = i;
+}
+
+int ct_ring_lock_held(int fd)
+{
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_GETLK, &probe) != 0)
+        return -1;
+    return probe.l_type != F_UNLCK;
 }
 
 bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes)

@@ -42,6 +42,14 @@ void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *ow
 void ct_ring_note_end(struct ct_ring *ring, const char *end_state);
 void ct_ring_note_writer_failure(struct ct_ring *ring, uint64_t last_seq, const char *why);
 
+/*
+ * Whether another process holds the POSIX write lock a live ring's owner
+ * keeps on its file (ring 6 on): 1 held, 0 not, -1 with errno when it cannot
+ * be asked. F_GETLK only asks (no write access needed) and never reports the
+ * caller's own locks. Shared by recovery and by an exec'd image's fold.
+ */
+int ct_ring_lock_held(int fd);
+
 /* Attaches to a formatted ring; false if the header is not one we can read. */
 bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes);
 

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "objects.h"
 #include "pyframes.h"
 #include "session.h"
 #include "stackrec.h"
@@ -81,15 +82,8 @@ static int self_range(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     uint64_t here = (uint64_t)(uintptr_t)arg;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uint64_t start = info->dlpi_addr + ph->p_vaddr;
-        lo = start < lo ? start : lo;
-        hi = start + ph->p_memsz > hi ? start + ph->p_memsz : hi;
-    }
+    uint64_t lo, hi;
+    ct_object_range(info, &lo, &hi);
     if (here < lo || here >= hi)
         return 0;
     C.self_start = lo;

@@ -88,7 +88,7 @@ static bool append(char *canon, const char *comp)
  */
 static int walk(const char *dir, bool create, char canon[PATH_MAX])
 {
-    char todo[2 * PATH_MAX];
+    char unwalked[2 * PATH_MAX];
     if (dir[0] != '/') {
         errno = EINVAL;
         return -1;
@@ -97,25 +97,25 @@ static int walk(const char *dir, bool create, char canon[PATH_MAX])
         errno = ENAMETOOLONG;
         return -1;
     }
-    strcpy(todo, dir);
+    strcpy(unwalked, dir);
     canon[0] = '\0';
     int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0)
         return -1;
-    size_t pos = 0, from_link = 0; /* todo[pos..from_link) came from a symlink */
+    size_t pos = 0, from_link = 0; /* unwalked[pos..from_link) came from a symlink */
     int links = 0, saved;
     for (;;) {
-        while (todo[pos] == '/')
+        while (unwalked[pos] == '/')
             pos++;
-        if (!todo[pos])
+        if (!unwalked[pos])
             break;
-        size_t len = strcspn(todo + pos, "/");
+        size_t len = strcspn(unwalked + pos, "/");
         if (len > NAME_MAX) {
             errno = ENAMETOOLONG;
             goto fail;
         }
         char comp[NAME_MAX + 1];
-        memcpy(comp, todo + pos, len);
+        memcpy(comp, unwalked + pos, len);
         comp[len] = '\0';
         bool named_by_link = pos < from_link;
         pos += len;
@@ -149,15 +149,15 @@ static int walk(const char *dir, bool create, char canon[PATH_MAX])
             ssize_t n = readlinkat(cur, comp, target, sizeof target);
             if (n < 0)
                 goto fail;
-            size_t rest = strlen(todo + pos);
-            if (n == 0 || (size_t)n >= sizeof target || (size_t)n + 1 + rest >= sizeof todo) {
+            size_t rest = strlen(unwalked + pos);
+            if (n == 0 || (size_t)n >= sizeof target || (size_t)n + 1 + rest >= sizeof unwalked) {
                 errno = n == 0 ? ENOENT : ENAMETOOLONG;
                 goto fail;
             }
             size_t link_left = from_link > pos ? from_link - pos : 0;
-            memmove(todo + n + 1, todo + pos, rest + 1);
-            memcpy(todo, target, (size_t)n);
-            todo[n] = '/';
+            memmove(unwalked + n + 1, unwalked + pos, rest + 1);
+            memcpy(unwalked, target, (size_t)n);
+            unwalked[n] = '/';
             pos = 0;
             from_link = (size_t)n + 1 + link_left;
             if (target[0] == '/') {
