@@ -6,7 +6,7 @@
 #   make demo       trace the example program on the simulated GPUs
 #   make bench      hot-path cost, printed as ratios against an untraced run
 #   make fuzz       libFuzzer on the trace loader and recovery (FUZZ_SECONDS each; not in CI)
-#   make gpu-test   cutrace on a real NVIDIA GPU (tests/gpu/README.md; skips without one)
+#   make gpu-test   cutrace on a real NVIDIA GPU (tests/gpu/README.md; GPU=required fails without one)
 #   make install PREFIX=/usr/local
 #
 # Each part of the tree owns a fragment (preload/preload.mk, analyzer/analyzer.mk,

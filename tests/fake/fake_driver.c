@@ -2793,8 +2793,17 @@ static enum space classify(CUdeviceptr p, size_t n)
         return n <= a->size - (p - a->base) ? (is_host_kind(a->kind) ? SP_HOST : SP_DEVICE)
                                             : SP_INVALID;
     struct vmm_map *m = find_mapping(p);
-    if (m)
-        return n <= m->size - (p - m->base) ? SP_DEVICE : SP_INVALID;
+    if (m) {
+        /* Mappings that abut are one range to the device (PyTorch's expandable
+         * segments map a tensor page by page and copy across the pages). */
+        while (n > m->size - (p - m->base)) {
+            n -= m->size - (p - m->base);
+            p = m->base + m->size;
+            if (!(m = find_mapping(p)))
+                return SP_INVALID;
+        }
+        return SP_DEVICE;
+    }
     return in_arena((uintptr_t)p) ? SP_INVALID : SP_HOST;
 }
 

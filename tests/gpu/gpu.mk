@@ -1,20 +1,36 @@
-# gpu.mk - the real-GPU test and what of it runs without a GPU.
+# gpu.mk - the real-GPU test, and its dry run on the fake stack.
 #
-#   gpu-test          tests/gpu/run.sh: cutrace on this machine's NVIDIA GPU
-#                     (prints "skipped: no GPU" without one); not in `make
-#                     test`. GPU_TEST_OUT=DIR keeps its logs there.
-#   gpu-script-check  part of `make test`: the GPU test's scripts parse and
-#                     skip without a GPU, and the CUDA program compiles and
-#                     behaves alike traced and untraced without a driver
-#                     (tests/gpu/script_check.sh)
+#   gpu-build         libcutrace.so, cutrace and source-hash (what a GPU machine
+#                     that cannot build is given: make BUILD=build-device gpu-build)
+#   gpu-test          tests/gpu/run.sh on this machine's NVIDIA GPU; not in `make
+#                     test`. GPU=required fails without a GPU, driver, torch or
+#                     nvcc (default auto: prints "skipped: no GPU" without one);
+#                     GPU_TEST_OUT=DIR keeps its files there, GPU_TEST_BUDGET=S
+#                     stops it cleanly after S seconds
+#   gpu-script-check  part of `make test`: the whole of run.sh on the fake stack
+#                     (the fake runtime for nvcc-built code, the fake torch), and
+#                     the checks' own tests (tests/gpu/script_check.sh)
 
-GPU_TEST_OUT ?=
+GPU_TEST_OUT    ?=
+GPU_TEST_BUDGET ?= 420
+GPU             ?= auto
+
+# The hash of the sources the binaries were built from; run.sh compares it
+# with the tree it runs in, so a stale carried build cannot pass as current.
+# Always recomputed (cheap): a change that rebuilds nothing still changes it.
+$(BUILD)/source-hash: $(BUILD)/libcutrace.so $(BUILD)/cutrace FORCE
+	@bash tests/gpu/source_hash.sh --write $@
+
+gpu-build: $(BUILD)/libcutrace.so $(BUILD)/cutrace $(BUILD)/source-hash
 
 gpu-test:
-	@BUILD=$(abspath $(BUILD)) bash tests/gpu/run.sh $(GPU_TEST_OUT)
+	@BUILD=$(abspath $(BUILD)) bash tests/gpu/run.sh --gpu $(GPU) --budget $(GPU_TEST_BUDGET) \
+		$(GPU_TEST_OUT)
 
-gpu-script-check: $(BUILD)/libcutrace.so $(BUILD)/cutrace
-	@echo "== GPU test scripts (without a GPU)"
+gpu-script-check: gpu-build $(FAKE_LIBS) $(FAKECUDA13_LIB) $(FAKETORCH_LIBS)
+	@echo "== GPU test scripts (dry run on the fake stack)"
 	@bash tests/gpu/script_check.sh $(abspath $(BUILD))
 
-.PHONY: gpu-test gpu-script-check
+FORCE:
+
+.PHONY: gpu-build gpu-test gpu-script-check FORCE
