@@ -103,7 +103,7 @@
 #define EXPORTED_BYTE 0x5a
 #define IMPORTED_BYTE 0xa5
 #define REPLAYS       3
-#define NCCL_COUNT    (1 << 20) /* floats */
+#define NCCL_COUNT    (1 << 20)  /* floats */
 #define PINNED_BYTES  (64 * MIB) /* cudaHostAlloc */
 #define HOST_BYTES    (16 * MIB) /* cudaMallocHost, and the size of the copy */
 #define NCCL_MEM      GIB
@@ -146,8 +146,7 @@ static void json_str(char *buf, size_t cap, size_t *len, const char *text)
  * (without a leading comma; may be empty). One write(2), so lines from the
  * two processes never interleave.
  */
-__attribute__((format(printf, 2, 3))) static void fact(const char *event, const char *fields,
-                                                      ...)
+__attribute__((format(printf, 2, 3))) static void fact(const char *event, const char *fields, ...)
 {
     if (facts_fd < 0)
         return;
@@ -797,8 +796,9 @@ static bool section_nccl(void)
     CK(s, capture_and_replay(s, cudaStreamCaptureModeThreadLocal, "thread_local", comm, stream, buf,
                              base, got, REPLAYS, &local));
     if (!eager || !global || !local)
-        fail(s, "wrong values: eager allreduce %s, after %d global-mode graph replays %s, after %d "
-                "thread-local ones %s",
+        fail(s,
+             "wrong values: eager allreduce %s, after %d global-mode graph replays %s, after %d "
+             "thread-local ones %s",
              eager ? "right" : "wrong", REPLAYS, global ? "right" : "wrong", REPLAYS,
              local ? "right" : "wrong");
     else
