@@ -12,7 +12,9 @@
 # -cudart shared: nvcc links the runtime statically by default, and calls
 # into a static runtime never reach the dynamic linker, so cutrace would see
 # only their driver calls. The rpaths let the program start without
-# LD_LIBRARY_PATH.
+# LD_LIBRARY_PATH; --enable-new-dtags makes them DT_RUNPATH, which
+# LD_LIBRARY_PATH beats (DT_RPATH would beat it), so the GPU test's dry run
+# can put the fake libcudart.so.13 and libnccl.so.2 first.
 set -euo pipefail
 
 out=${1:?usage: build.sh OUTPUT}
@@ -91,4 +93,4 @@ mkdir -p "$(dirname "$out")"
     -Xcompiler -Wall,-Wextra,-Werror -isystem "$nccl_inc" \
     -o "$out" "$here/real_gpu_check.cu" \
     -L"$cudart_lib" -L"$nccl_lib" -l:libnccl.so.2 \
-    -Xlinker -rpath,"$nccl_lib" -Xlinker -rpath,"$cudart_lib"
+    -Xlinker --enable-new-dtags -Xlinker -rpath,"$nccl_lib" -Xlinker -rpath,"$cudart_lib"

@@ -30,8 +30,29 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RUNTIME_VERSION 12080
-#define MAX_DEV         64
+/* 12080 for libcudart.so.12; the libcudart.so.13 build (tests/gpu/fakecuda13) says 13000. */
+#ifndef FAKE_RUNTIME_VERSION
+#define FAKE_RUNTIME_VERSION 12080
+#endif
+#define RUNTIME_VERSION FAKE_RUNTIME_VERSION
+
+/*
+ * CUDA 13 gave cuCtxSynchronize and cuCtxGetDevice a context argument (their
+ * _v2, NULL: the current context), and cuGetProcAddress at version 13000
+ * returns those: a 13 runtime calls them so.
+ */
+#if RUNTIME_VERSION >= 13000
+#define CTX_SYNCHRONIZE_PROTO cuCtxSynchronize_v2
+#define CTX_GET_DEVICE_PROTO  cuCtxGetDevice_v2
+#define CTX_SYNCHRONIZE()     D.ctxSynchronize(NULL)
+#define CTX_GET_DEVICE(dev)   D.ctxGetDevice((dev), NULL)
+#else
+#define CTX_SYNCHRONIZE_PROTO cuCtxSynchronize
+#define CTX_GET_DEVICE_PROTO  cuCtxGetDevice
+#define CTX_SYNCHRONIZE()     D.ctxSynchronize()
+#define CTX_GET_DEVICE(dev)   D.ctxGetDevice(dev)
+#endif
+#define MAX_DEV 64
 
 /* ------------------------------------------------------------------------ */
 /* Driver entry points                                                        */
@@ -45,13 +66,17 @@
     X(init, "cuInit", cuInit, 0)                                                                   \
     X(driverGetVersion, "cuDriverGetVersion", cuDriverGetVersion, 0)                               \
     X(deviceGetCount, "cuDeviceGetCount", cuDeviceGetCount, 0)                                     \
+    X(deviceGetName, "cuDeviceGetName", cuDeviceGetName, 0)                                        \
+    X(deviceGetUuid, "cuDeviceGetUuid", cuDeviceGetUuid_v2, 0)                                     \
+    X(deviceTotalMem, "cuDeviceTotalMem", cuDeviceTotalMem_v2, 0)                                  \
+    X(deviceGetAttribute, "cuDeviceGetAttribute", cuDeviceGetAttribute, 0)                         \
     X(primaryRetain, "cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 0)                      \
     X(primaryRelease, "cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2, 0)                \
     X(primaryReset, "cuDevicePrimaryCtxReset", cuDevicePrimaryCtxReset_v2, 0)                      \
     X(ctxGetCurrent, "cuCtxGetCurrent", cuCtxGetCurrent, 0)                                        \
     X(ctxSetCurrent, "cuCtxSetCurrent", cuCtxSetCurrent, 0)                                        \
-    X(ctxGetDevice, "cuCtxGetDevice", cuCtxGetDevice, 0)                                           \
-    X(ctxSynchronize, "cuCtxSynchronize", cuCtxSynchronize, 0)                                     \
+    X(ctxGetDevice, "cuCtxGetDevice", CTX_GET_DEVICE_PROTO, 0)                                     \
+    X(ctxSynchronize, "cuCtxSynchronize", CTX_SYNCHRONIZE_PROTO, 0)                                \
     X(memGetInfo, "cuMemGetInfo", cuMemGetInfo_v2, 0)                                              \
     X(memAlloc, "cuMemAlloc", cuMemAlloc_v2, 0)                                                    \
     X(memAllocPitch, "cuMemAllocPitch", cuMemAllocPitch_v2, 0)                                     \
@@ -403,7 +428,7 @@ static cudaError_t current_device(int *dev)
         return cudaSuccess;
     }
     CUdevice cd;
-    r = D.ctxGetDevice(&cd);
+    r = CTX_GET_DEVICE(&cd);
     if (r != CUDA_SUCCESS)
         return from_driver(r);
     *dev = cd;
@@ -453,6 +478,60 @@ cudaError_t cudaGetDevice(int *device)
 }
 
 /*
+ * What the driver can say about the device; the fields the fake driver has no
+ * attribute for (texture limits, clocks, ...) stay 0.
+ */
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    if (!prop)
+        return ret(cudaErrorInvalidValue);
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return ret(e);
+    if (device < 0 || device >= g_ndev)
+        return ret(cudaErrorInvalidDevice);
+    memset(prop, 0, sizeof *prop);
+    CUuuid uuid;
+    CUresult r = D.deviceGetName(prop->name, (int)sizeof prop->name, device);
+    if (r == CUDA_SUCCESS)
+        r = D.deviceGetUuid(&uuid, device);
+    if (r == CUDA_SUCCESS) {
+        _Static_assert(sizeof prop->uuid.bytes == sizeof uuid.bytes, "UUIDs are 16 bytes");
+        memcpy(prop->uuid.bytes, uuid.bytes, sizeof uuid.bytes);
+        r = D.deviceTotalMem(&prop->totalGlobalMem, device);
+    }
+    static const struct {
+        CUdevice_attribute attr;
+        size_t offset;
+    } attrs[] = {
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, offsetof(struct cudaDeviceProp, major)},
+        {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, offsetof(struct cudaDeviceProp, minor)},
+        {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+         offsetof(struct cudaDeviceProp, multiProcessorCount)},
+        {CU_DEVICE_ATTRIBUTE_WARP_SIZE, offsetof(struct cudaDeviceProp, warpSize)},
+        {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+         offsetof(struct cudaDeviceProp, maxThreadsPerBlock)},
+        {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, offsetof(struct cudaDeviceProp, pciBusID)},
+        {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, offsetof(struct cudaDeviceProp, pciDeviceID)},
+        {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, offsetof(struct cudaDeviceProp, pciDomainID)},
+        {CU_DEVICE_ATTRIBUTE_INTEGRATED, offsetof(struct cudaDeviceProp, integrated)},
+        {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY,
+         offsetof(struct cudaDeviceProp, canMapHostMemory)},
+        {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
+         offsetof(struct cudaDeviceProp, unifiedAddressing)},
+        {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, offsetof(struct cudaDeviceProp, managedMemory)},
+        {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+         offsetof(struct cudaDeviceProp, concurrentManagedAccess)},
+    };
+    for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof attrs / sizeof attrs[0]; i++) {
+        int v = 0;
+        r = D.deviceGetAttribute(&v, attrs[i].attr, device);
+        memcpy((char *)prop + attrs[i].offset, &v, sizeof v);
+    }
+    return ret(from_driver(r));
+}
+
+/*
  * Destroys the primary context's resources and drops the runtime's retain;
  * the next call that needs a context creates (and charges) it again.
  */
@@ -480,7 +559,7 @@ cudaError_t cudaDeviceSynchronize(void)
 {
     cudaError_t e = ensure_ctx();
     if (e == cudaSuccess)
-        e = from_driver(D.ctxSynchronize());
+        e = from_driver(CTX_SYNCHRONIZE());
     return ret(e);
 }
 
@@ -748,6 +827,84 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count)
     return ret(e);
 }
 
+/*
+ * Work queued on a stream. The fake has no asynchrony: outside a capture the
+ * work is done now; while the stream captures it becomes part of the graph
+ * (which the fake never runs), so nothing is done. *captured says which. The
+ * stream is resolved as the driver resolves it (NULL: legacy, or per-thread
+ * for _ptsz), so an unknown stream fails as it would on a GPU.
+ */
+static cudaError_t stream_work(cudaStream_t stream, int ptsz, int *captured)
+{
+    cudaError_t e = ensure_ctx();
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (e == cudaSuccess)
+        e = from_driver((ptsz ? D.isCapturing_ptsz : D.isCapturing)(stream, &st));
+    if (e == cudaSuccess && st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        e = cudaErrorStreamCaptureInvalidated;
+    *captured = e == cudaSuccess && st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    return e;
+}
+
+/* For tests/gpu/fakecuda13/nvcc_shim.c: a kernel launch is stream work too. */
+__attribute__((visibility("hidden"))) cudaError_t fake_rt_stream_work(cudaStream_t stream, int ptsz,
+                                                                      int *captured);
+cudaError_t fake_rt_stream_work(cudaStream_t stream, int ptsz, int *captured)
+{
+    return ret(stream_work(stream, ptsz, captured));
+}
+
+/* For the shim: an error its own checks found, remembered for cudaGetLastError. */
+__attribute__((visibility("hidden"))) cudaError_t fake_rt_error(cudaError_t e);
+cudaError_t fake_rt_error(cudaError_t e)
+{
+    return ret(e);
+}
+
+static cudaError_t memset_async(void *devPtr, int value, size_t count, cudaStream_t stream,
+                                int ptsz)
+{
+    int captured = 0;
+    cudaError_t e = stream_work(stream, ptsz, &captured);
+    if (e == cudaSuccess && !captured)
+        e = from_driver(D.memsetD8((uintptr_t)devPtr, (unsigned char)value, count));
+    return e;
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    return ret(memset_async(devPtr, value, count, stream, 0));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    return ret(memset_async(devPtr, value, count, stream, 1));
+}
+
+static cudaError_t memcpy_async(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                cudaStream_t stream, int ptsz)
+{
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return cudaErrorInvalidMemcpyDirection;
+    int captured = 0;
+    cudaError_t e = stream_work(stream, ptsz, &captured);
+    if (e == cudaSuccess && !captured)
+        e = from_driver(D.memcpy((uintptr_t)dst, (uintptr_t)src, count));
+    return e;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    return ret(memcpy_async(dst, src, count, kind, stream, 0));
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream)
+{
+    return ret(memcpy_async(dst, src, count, kind, stream, 1));
+}
+
 /* ------------------------------------------------------------------------ */
 /* IPC                                                                        */
 /* ------------------------------------------------------------------------ */
@@ -828,6 +985,20 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
     cudaError_t e = rt_init();
     if (e == cudaSuccess)
         e = from_driver(D.memPoolDestroy(memPool));
+    return ret(e);
+}
+
+/*
+ * The fake driver gives stream-ordered memory back at cuMemFreeAsync (its
+ * pools keep nothing), so there is never anything to trim: only the handle is
+ * checked, as far as the runtime can without the driver.
+ */
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    (void)minBytesToKeep;
+    cudaError_t e = rt_init();
+    if (e == cudaSuccess && !memPool)
+        e = cudaErrorInvalidValue;
     return ret(e);
 }
 

@@ -34,3 +34,6 @@ gpu-script-check: gpu-build $(FAKE_LIBS) $(FAKECUDA13_LIB) $(FAKETORCH_LIBS)
 FORCE:
 
 .PHONY: gpu-build gpu-test gpu-script-check FORCE
+
+include tests/gpu/fakecuda13/fakecuda13.mk
+include tests/gpu/faketorch/faketorch.mk
