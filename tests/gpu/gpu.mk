@@ -18,3 +18,4 @@ gpu-script-check: $(BUILD)/libcutrace.so $(BUILD)/cutrace
 	@bash tests/gpu/script_check.sh $(abspath $(BUILD))
 
 .PHONY: gpu-test gpu-script-check
+include tests/gpu/faketorch/faketorch.mk
