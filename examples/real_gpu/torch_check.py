@@ -1,16 +1,18 @@
 """torch_check.py - PyTorch's GPU memory roads on a real GPU, for cutrace's GPU test.
 
-    python3 torch_check.py [--transformers]
+    python3 torch_check.py [--transformers] [--facts PATH]
 
 Sections, each independent (a failing one prints FAILED and the next runs):
 
   device        torch.cuda.mem_get_info right after the context is made
   caching       tensors through the caching allocator (2 GiB, 8 x 4 MiB, 100 small
-                ones), mem_get_info while they live, torch.cuda.empty_cache
+                ones), mem_get_info while they live, torch.cuda.empty_cache; fails
+                when free memory did not drop by at least 2 GiB
+  pinned        pinned host memory (pin_memory=True), copied to the GPU and back
   distributed   torch.distributed, NCCL backend, world size 1 (a file:// store:
                 no network), all_reduce
-  graph         a CUDA graph whose capture holds a multiply and an all_reduce,
-                replayed 3 times
+  graph         a CUDA graph captured in global mode (what SGLang and vLLM use)
+                holding a multiply and an all_reduce, replayed 3 times
   transformers  (--transformers) a small GPT-2 built from a config, no download,
                 one forward pass; skipped when transformers is not installed
   end           destroy_process_group, empty_cache, mem_get_info
@@ -23,10 +25,12 @@ next mem_get_info.
 
 Output is deterministic (sizes, yes/no facts and results; no pointers, timings
 or free-memory numbers), so a traced run prints exactly what an untraced one
-prints. Exit status: 0 when every section passed, 1 when any failed, 2 when
-torch or a GPU is missing.
+prints. The numbers a checker needs go to the facts file instead (--facts PATH,
+one JSON object per line, appended; see README.md). Exit status: 0 when every
+section passed, 1 when any failed, 2 when torch or a GPU is missing.
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -34,20 +38,74 @@ import tempfile
 MIB = 1 << 20
 GIB = 1 << 30
 REPLAYS = 3
+PINNED_BYTES = 64 * MIB
+SCRIPT = os.path.basename(__file__)
 
 failures = []
 
 
-def run_section(name, body):
-    """Runs one section; an exception becomes one FAILED line (type and message head)."""
+class Facts:
+    """The facts file: one JSON object per line, appended with one write each.
+
+    Opened with O_APPEND so that lines of other processes writing the same file
+    never interleave; os.write is unbuffered, so every line is on disk at once.
+    Without a path nothing is written."""
+
+    def __init__(self, path, prog):
+        self.prog = prog
+        self.fd = None
+        if path:
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def emit(self, event, section, **fields):
+        if self.fd is None:
+            return
+        record = {"prog": self.prog, "pid": os.getpid(), "event": event, "section": section}
+        record.update(fields)
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+
+class Section:
+    """What one section body gets: its data checks and its facts."""
+
+    def __init__(self, name, facts):
+        self.name = name
+        self.facts = facts
+        self.failed = []
+
+    def check(self, what, condition):
+        """A data check: a failure is recorded, and the section goes on."""
+        condition = bool(condition)
+        if not condition:
+            self.failed.append(what)
+        return condition
+
+    def fact(self, event, **fields):
+        self.facts.emit(event, self.name, **fields)
+
+
+def run_section(name, body, facts):
+    """Runs one section. Its line is "ok, ..." or "skipped ..." when it passed;
+    "FAILED" with the checks that failed, or the exception (type and message
+    head) that stopped it, otherwise."""
+    sec = Section(name, facts)
     try:
-        line = body()
+        line = body(sec)
     except Exception as e:  # report every failure, go on with the next section
         message = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-        print(f"{name}: FAILED {type(e).__name__}: {message}", flush=True)
+        detail = "; ".join([f"{what}: no" for what in sec.failed] +
+                           [f"{type(e).__name__}: {message}"])
+        ok = False
+    else:
+        ok = not sec.failed
+        if ok:
+            detail = line if line.startswith("skipped") else f"ok, {line}"
+        else:
+            detail = "; ".join([f"{what}: no" for what in sec.failed] + [line])
+    print(f"{name}: {detail}" if ok else f"{name}: FAILED {detail}", flush=True)
+    facts.emit("section", name, name=name, ok=ok, detail=detail)
+    if not ok:
         failures.append(name)
-        return
-    print(f"{name}: {line}", flush=True)
 
 
 def yes_no(b):
@@ -58,6 +116,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transformers", action="store_true",
                         help="also run a small transformers model built from a config")
+    parser.add_argument("--facts", metavar="PATH",
+                        help="append the program's ground truth to PATH, one JSON object a line")
     args = parser.parse_args()
     try:
         import torch
@@ -69,38 +129,73 @@ def main():
         print("torch_check: torch sees no GPU", file=sys.stderr)
         return 2
 
+    facts = Facts(args.facts, "torch")
     state = {}
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-    print(f"allocator: {'expandable segments' if 'expandable_segments:True' in conf else 'default'}",
+    allocator = "expandable" if "expandable_segments:True" in conf else "default"
+    print(f"allocator: {'expandable segments' if allocator == 'expandable' else 'default'}",
           flush=True)
 
-    def device():
-        torch.cuda.set_device(0)
+    def mem_get_info(sec):
+        """torch.cuda.mem_get_info, and at once the caching allocator's view of it."""
         free, total = torch.cuda.mem_get_info()
+        sec.fact("mem_get_info", free=free, total=total,
+                 reserved=torch.cuda.memory_reserved(),
+                 allocated=torch.cuda.memory_allocated(),
+                 segments=torch.cuda.memory_stats().get("segment.all.current", 0),
+                 allocator=allocator)
+        return free, total
+
+    def device(sec):
+        torch.cuda.set_device(0)
+        free, total = mem_get_info(sec)
         state["baseline_free"] = free
         props = torch.cuda.get_device_properties(0)
-        return f"ok, total matches the device's memory: {yes_no(total == props.total_memory)}"
+        same = sec.check("total matches the device's memory", total == props.total_memory)
+        return f"total matches the device's memory: {yes_no(same)}"
 
-    def caching():
+    def caching(sec):
         big = torch.empty(2 * GIB, dtype=torch.uint8, device="cuda")
+        sec.fact("tensor", name="big", ptr=big.data_ptr(),
+                 size=big.numel() * big.element_size(), function="caching", file=SCRIPT)
         big.fill_(1)
         mid = [torch.full((MIB,), float(i), device="cuda") for i in range(8)]  # 4 MiB each
         small = [torch.zeros(1000, device="cuda") for _ in range(100)]  # 4000 B each
         torch.cuda.synchronize()
         allocated = torch.cuda.memory_allocated()
-        free, _ = torch.cuda.mem_get_info()
-        dropped = state["baseline_free"] - free >= 2 * GIB
+        free, _ = mem_get_info(sec)
+        dropped = sec.check("free dropped by at least 2 GiB",
+                            state["baseline_free"] - free >= 2 * GIB)
         del big, mid, small
         left = torch.cuda.memory_allocated()
         cached = torch.cuda.memory_reserved()
         torch.cuda.empty_cache()
         after = torch.cuda.memory_reserved()
-        torch.cuda.mem_get_info()
-        return (f"ok, allocated {allocated} B, free dropped by at least 2 GiB: {yes_no(dropped)}, "
+        mem_get_info(sec)
+        return (f"allocated {allocated} B, free dropped by at least 2 GiB: {yes_no(dropped)}, "
                 f"after del {left} B allocated and something cached: {yes_no(cached > 0)}, "
                 f"reserved after empty_cache {after} B")
 
-    def distributed():
+    def pinned(sec):
+        # The caching host allocator's road: cudaHostAlloc'd (pinned) memory,
+        # host memory the GPU copies from and to directly.
+        host = torch.empty(PINNED_BYTES, dtype=torch.uint8, device="cpu", pin_memory=True)
+        sec.fact("pinned", ptr=host.data_ptr(), size=host.numel() * host.element_size())
+        back = torch.empty(PINNED_BYTES, dtype=torch.uint8, device="cpu", pin_memory=True)
+        sec.fact("pinned", ptr=back.data_ptr(), size=back.numel() * back.element_size())
+        is_pinned = sec.check("both buffers pinned", host.is_pinned() and back.is_pinned())
+        host.fill_(7)
+        back.fill_(0)
+        dev = host.to("cuda", non_blocking=True)
+        back.copy_(dev, non_blocking=True)
+        torch.cuda.synchronize()
+        mem_get_info(sec)  # the pinned buffers are live: host memory, not device memory
+        same = sec.check("the bytes came back", torch.equal(back, host))
+        del host, back, dev
+        return (f"{PINNED_BYTES // MIB} MiB twice with pin_memory=True, pinned: {yes_no(is_pinned)}, "
+                f"copied to the GPU and back, same bytes: {yes_no(same)}")
+
+    def distributed(sec):
         store = tempfile.NamedTemporaryFile(prefix="torch_check-store-", delete=False)
         store.close()
         os.unlink(store.name)  # the file store makes it; it must not exist yet
@@ -113,12 +208,12 @@ def main():
         x = torch.arange(MIB, dtype=torch.float32, device="cuda")
         dist.all_reduce(x)
         torch.cuda.synchronize()
-        torch.cuda.mem_get_info()  # NCCL's buffers are live now
-        if not torch.equal(x, torch.arange(MIB, dtype=torch.float32, device="cuda")):
-            raise AssertionError("all_reduce over one rank changed the values")
-        return f"ok, backend {dist.get_backend()}, all_reduce correct"
+        mem_get_info(sec)  # NCCL's buffers are live now
+        same = sec.check("all_reduce over one rank keeps the values",
+                         torch.equal(x, torch.arange(MIB, dtype=torch.float32, device="cuda")))
+        return f"backend {dist.get_backend()}, all_reduce correct: {yes_no(same)}"
 
-    def graph():
+    def graph(sec):
         if not dist.is_initialized():
             raise RuntimeError("needs the distributed section")
         static = torch.ones(MIB, device="cuda")
@@ -130,15 +225,31 @@ def main():
                 y = static * 2
                 dist.all_reduce(y)
         torch.cuda.current_stream().wait_stream(side)
+        # Global mode, what the servers capture in (torch.cuda.graph's default
+        # capture_error_mode is "global", torch/cuda/graphs.py; SGLang's
+        # cuda_graph_runner.py and vLLM's model runners use torch.cuda.graph
+        # with that default). In global mode another thread's "unsafe" CUDA
+        # call during the capture, such as ProcessGroupNCCL's watchdog
+        # querying the end event of an earlier collective, would invalidate it.
+        # PyTorch itself prevents that: ProcessGroupNCCL counts every work it
+        # hands to the watchdog (CUDAGraph::inc_pending_event_queries) and
+        # hands none over while the current stream captures (ProcessGroupNCCL.cpp,
+        # collective()), and CUDAGraph::capture_begin waits until the watchdog
+        # has retired the earlier ones ("Waiting for pending NCCL work to finish
+        # before starting graph capture", aten/src/ATen/cuda/CUDAGraph.cpp).
+        # What the servers add before capturing, and so does this: every rank
+        # idle and together, torch.cuda.synchronize() then a barrier (SGLang's
+        # CudaGraphRunner warms up with synchronize + tp_group.barrier), and the
+        # capture on a side stream that waited for the current one
+        # (torch.cuda.graph's own capture stream; vLLM's and SGLang's
+        # GroupCoordinator.graph_capture). torch.cuda.graph synchronizes again
+        # on entry. PyTorch's test_c10d_nccl.py (test_nccl_watchdog_cudagraph)
+        # captures all_reduce in this default mode.
+        torch.cuda.synchronize()
+        dist.barrier()
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
-        # thread_local: NCCL's watchdog thread may query events of earlier
-        # work while this thread captures, which "global" mode forbids.
-        try:
-            capture = torch.cuda.graph(g, capture_error_mode="thread_local")
-        except TypeError:  # a torch without capture_error_mode
-            capture = torch.cuda.graph(g)
-        with capture:
+        with torch.cuda.graph(g, capture_error_mode="global"):
             y = static * 2
             dist.all_reduce(y)
         results = []
@@ -147,12 +258,13 @@ def main():
             g.replay()
             torch.cuda.synchronize()
             results.append(bool(torch.all(y == 2 * value)))
+        sec.fact("graph", mode="global", replays=REPLAYS)
         del g
-        if not all(results):
-            raise AssertionError(f"wrong values after the replays: {results}")
-        return f"ok, graph with all_reduce replayed {REPLAYS} times, correct each time"
+        correct = sec.check("correct after each replay", all(results))
+        return (f"graph with all_reduce captured in global mode, replayed {REPLAYS} times, "
+                f"correct each time: {yes_no(correct)}")
 
-    def transformers_model():
+    def transformers_model(sec):
         try:
             import transformers
         except ImportError:
@@ -165,14 +277,12 @@ def main():
         with torch.no_grad():
             logits = model(input_ids=ids).logits
         torch.cuda.synchronize()
-        finite = bool(torch.isfinite(logits).all())
+        finite = sec.check("the logits all finite", torch.isfinite(logits).all())
         shape = tuple(logits.shape)
         del model, logits
-        if not finite:
-            raise AssertionError("the logits are not all finite")
-        return f"ok, GPT-2 (2 layers) logits {shape}, all finite"
+        return f"GPT-2 (2 layers) logits {shape}, all finite: {yes_no(finite)}"
 
-    def end():
+    def end(sec):
         if dist.is_initialized():
             dist.destroy_process_group()
         store = state.get("store")
@@ -180,16 +290,16 @@ def main():
             os.unlink(store)
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
-        torch.cuda.mem_get_info()
-        return f"ok, allocated at the end {torch.cuda.memory_allocated()} B"
+        mem_get_info(sec)
+        return f"allocated at the end {torch.cuda.memory_allocated()} B"
 
-    sections = [("device", device), ("caching", caching), ("distributed", distributed),
-                ("graph", graph)]
+    sections = [("device", device), ("caching", caching), ("pinned", pinned),
+                ("distributed", distributed), ("graph", graph)]
     if args.transformers:
         sections.append(("transformers", transformers_model))
     sections.append(("end", end))
     for name, body in sections:
-        run_section(name, body)
+        run_section(name, body, facts)
     print(f"result: {len(sections) - len(failures)} of {len(sections)} sections ok", flush=True)
     return 1 if failures else 0
 
