@@ -421,7 +421,7 @@ traces_rows() {
     else
         record "$p: cutrace summary and timeline" FAILED "status $rc (run.log)"
     fi
-    ck "$p: every process ended by exit, nothing lost" ends "$d"
+    ck "$p: all exited, nothing lost" ends "$d"
     ck "$p: no cutrace warnings" warnings "$d/../$(basename "$d" -trace).traced.err"
     ck "$p: device and versions recorded" devices "$d"
     return 0
