@@ -14,8 +14,9 @@ sqlite3 CLI and no package beyond the standard library.
     check_trace.py timeline CUTRACE DIR LO_MIB HI_MIB
                                               at every memory query of `cutrace timeline --json`:
                                               traced live + unexplained = used, traced live is
-                                              what the allocations views say was live then (a
-                                              GPU without uuid fails: no uuid to cross-check on),
+                                              what the allocations views say was live then (an
+                                              exited process's memory gone with it; a GPU
+                                              without uuid fails: no uuid to cross-check on),
                                               and LO_MIB <= unexplained <= HI_MIB
     check_trace.py holdings DIR FACTS         at every mem_get_info fact of prog "cuda": its
                                               meminfo row (same pid, free and total, in order),
@@ -144,20 +145,26 @@ def check_ipc(directory):
     return ok, f"{joined} of {len(opened)} opened handle(s) exported by another process"
 
 
-def live_from_views(files_by_key, key, pid, seq, t_ns):
+def live_from_views(files_by_key, key, pid, seq, t_ns, ended):
     """GPU memory live on GPU `key` at a query: the allocations views of every
-    process on it (in the querying process by seq, in the others by time)."""
+    process on it (in the querying process by effect order, in the others by time;
+    a process that exited before, `ended` {pid: its last event's t_ns}, holds none)."""
     total = 0
     for path, path_pid in files_by_key.get(key, []):
+        if path_pid != pid and path_pid in ended and ended[path_pid] < t_ns:
+            continue
         ordinals = [row[0] for row in query(path, "SELECT device FROM devices WHERE uuid = ?",
                                             (key,))]
         if not ordinals:
             continue
         marks = ",".join("?" * len(ordinals))
         if path_pid == pid:
-            sql = (f"SELECT sum(size) FROM allocations WHERE kind IN ('device', 'managed', 'vmm')"
-                   f" AND device IN ({marks}) AND seq < ? AND (free_seq IS NULL OR free_seq > ?)")
-            params = (*ordinals, seq, seq)
+            # replayed in effect order, as docs/schema.md says (the query's own: 2 * seq)
+            sql = (f"SELECT sum(size) FROM allocations, (SELECT effect_order AS at FROM calls"
+                   f" WHERE seq = ?) WHERE kind IN ('device', 'managed', 'vmm')"
+                   f" AND device IN ({marks}) AND effect_order < at"
+                   f" AND (free_effect_order IS NULL OR free_effect_order > at)")
+            params = (seq, *ordinals)
         else:
             sql = (f"SELECT sum(size) FROM allocations WHERE kind IN ('device', 'managed', 'vmm')"
                    f" AND device IN ({marks}) AND t_ns <= ?"
@@ -182,6 +189,9 @@ def check_timeline(cutrace, directory, lo_mib, hi_mib):
 
     problems, unexplained, count, no_uuid = [], [], 0, set()
     for gpu in report["gpus"]:
+        exited = {p["pid"] for p in gpu.get("processes", []) if p.get("exited")}
+        ended = {m["pid"]: m["t_ns"] for m in gpu["milestones"]
+                 if m["kind"] == "process_end" and m["pid"] in exited}
         for m in gpu["milestones"]:
             if m["kind"] != "measurement" or not m.get("measurement"):
                 continue
@@ -199,7 +209,8 @@ def check_timeline(cutrace, directory, lo_mib, hi_mib):
             if gpu.get("identified_by") != "uuid":
                 no_uuid.add(gpu.get("key"))
             else:
-                views = live_from_views(files_by_key, gpu["key"], m["pid"], m["seq"], m["t_ns"])
+                views = live_from_views(files_by_key, gpu["key"], m["pid"], m["seq"], m["t_ns"],
+                                        ended)
                 if views != traced:
                     problems.append(f"{where}: timeline traced {traced}, allocations views {views}")
             u = meas["unexplained_bytes"]
@@ -213,9 +224,7 @@ def check_timeline(cutrace, directory, lo_mib, hi_mib):
         problems.insert(0, f"GPU {key}: no uuid to cross-check on")
     span = f"{min(unexplained) / MIB:.1f}..{max(unexplained) / MIB:.1f} MiB"
     if problems:
-        shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4
-                                           else "")
-        return False, f"{count} queries, unexplained {span}: {shown}"
+        return False, f"{count} queries, unexplained {span}: {shown(problems)}"
     return True, f"{count} queries on {len(report['gpus'])} GPU(s), unexplained {span}"
 
 
@@ -286,10 +295,15 @@ def traces_by_pid(directory):
     return {pid: [f for _, f in sorted(files)] for pid, files in by_pid.items()}
 
 
+class NoTrace(Exception):
+    """A process of the facts left no trace in DIR: the check fails (exit 1)."""
+
+
 def files_of(by_pid, pid, what):
     files = by_pid.get(pid)
     if not files:
-        raise CheckError(f"{what}: pid {pid} has no trace")
+        raise NoTrace(f"{what}: pid {pid} of the facts has no trace "
+                      f"(traced pids: {', '.join(map(str, sorted(by_pid))) or 'none'})")
     return files
 
 
@@ -519,13 +533,23 @@ def check_warnings(paths):
     return True, f"none in {len(paths)} file(s)"
 
 
+# Calls that ask about the machine without using a device (the tracer fills `devices` after the
+# program's first successful call on one): a trace with only these has none to check.
+NO_DEVICE_USE = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cudaGetDeviceCount",
+                 "cudaRuntimeGetVersion", "cudaDriverGetVersion", "ncclGetVersion",
+                 "cuGetProcAddress", "cuGetProcAddress_v2", "cudaGetDriverEntryPoint",
+                 "cudaGetDriverEntryPointByVersion"}
+
+
 def check_devices(directory):
     files = traces(directory)
     problems, named, checked = [], {}, 0
     for f in files:
         name = os.path.basename(f)
         layers = {layer for (layer,) in query(f, "SELECT DISTINCT layer FROM calls")}
-        if not layers & {"runtime", "driver", "nccl"}:
+        used = [api for (api,) in query(f, "SELECT DISTINCT api FROM calls ORDER BY api")
+                if api not in NO_DEVICE_USE]
+        if not layers & {"runtime", "driver", "nccl"} or not used:
             continue
         checked += 1
         proc = query(f, "SELECT cuda_runtime_version, cuda_driver_version, nccl_version"
@@ -539,7 +563,8 @@ def check_devices(directory):
             problems.append(f"{name}: NCCL calls but no nccl_version")
         devices = query(f, "SELECT device, uuid, name, total_bytes FROM devices")
         if not devices:
-            problems.append(f"{name}: no devices row")
+            problems.append(f"{name}: no devices row (calls {', '.join(used[:4])}"
+                            f"{', ...' if len(used) > 4 else ''})")
         for device, uuid, dev_name, total in devices:
             if not (uuid or "").startswith("GPU-"):
                 problems.append(f"{name}: device {device} uuid {uuid!r}")
@@ -922,6 +947,9 @@ def main(argv):
     except CheckError as e:
         print(f"cannot check: {e}")
         return 2
+    except NoTrace as e:
+        print(e)
+        return 1
     except subprocess.TimeoutExpired as e:
         print(f"cannot check: {' '.join(e.cmd)} ran past {e.timeout:g} s")
         return 2

@@ -264,7 +264,8 @@ class HoldingsTests(Case):
         t, facts = self.program()
         self.save(t)
         self.write_facts(*[dict(f, pid=555) for f in facts])
-        self.cannot("holdings", self.dir, self.facts, says="pid 555 has no trace")
+        self.fails("holdings", self.dir, self.facts, says="pid 555 of the facts has no trace "
+                                                          "(traced pids: 100)")
 
     def test_bad_facts(self):
         t, _ = self.program()
@@ -389,6 +390,39 @@ class TimelineTests(Case):
         report["gpus"][0]["key"] = t.devices[0][1]
         cutrace = self.fake_cutrace(f"print(json.dumps({report!r}))\n")
         self.passes("timeline", cutrace, self.dir, "400", "700", says="1 queries on 1 GPU(s)")
+
+
+class TimelineCrossCheckTests(Case):
+    UUID = "GPU-5fa8593a-6926-2c82-58a7-5c65769c7822"
+
+    def run_timeline(self, traced_at_query):
+        """pid 1 queries after pid 2, which exited holding 22 MiB it never freed."""
+        child = FakeTrace(2)
+        child.alloc("cudaMalloc", 22 * MIB)  # t_ns 1000
+        a = FakeTrace(1, start=1)
+        a.alloc("cudaMalloc", GIB)
+        a.call("cudaSetDevice")
+        seq = a.query(TOTAL - GIB - 512 * MIB)  # t_ns 3000
+        self.save(a, child)
+        u = 512 * MIB
+        report = dict(gpus=[dict(key=self.UUID, identified_by="uuid", processes=[
+            dict(pid=1, exited=True), dict(pid=2, exited=True)], milestones=[
+            dict(kind="process_end", pid=2, seq=1, t_ns=2000, live={}, traced_bytes=0),
+            dict(kind="measurement", pid=1, seq=seq, t_ns=3000, api="cudaMemGetInfo",
+                 live={"runtime": traced_at_query}, traced_bytes=traced_at_query,
+                 measurement=dict(free_bytes=TOTAL - GIB - u, total_bytes=TOTAL,
+                                  used_bytes=GIB + u,
+                                  unexplained_bytes=GIB + u - traced_at_query))])])
+        return self.fake_cutrace(f"print(json.dumps({report!r}))\n")
+
+    def test_exited_process_holds_nothing(self):
+        cutrace = self.run_timeline(GIB)
+        self.passes("timeline", cutrace, self.dir, "400", "700", says="1 queries on 1 GPU(s)")
+
+    def test_timeline_forgets_the_querying_process(self):
+        cutrace = self.run_timeline(0)
+        self.fails("timeline", cutrace, self.dir, "0", "2000",
+                   says="timeline traced 0, allocations views 1073741824")
 
 
 class EndsTests(Case):
