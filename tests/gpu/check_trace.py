@@ -100,14 +100,18 @@ def connect(path):
         raise CheckError(f"{path}: {e}") from e
 
 
-def query(path, sql, params=()):
-    db = connect(path)
+def query(path, sql, params=(), db=None):
+    """SQL's rows, on DB (a connection to PATH) or on a connection of its own."""
+    own = db is None
+    if own:
+        db = connect(path)
     try:
         return db.execute(sql, params).fetchall()
     except sqlite3.Error as e:
         raise CheckError(f"{os.path.basename(path)}: {e}") from e
     finally:
-        db.close()
+        if own:
+            db.close()
 
 
 def check_apis(directory, patterns):
@@ -342,13 +346,17 @@ class Trace:
     def __init__(self, path):
         self.path = path
         self.name = os.path.basename(path)
+        self.db = connect(path)
         self.allocations = [
             dict(seq=r[0], api=r[1], kind=r[2], module=r[3] or "", ptr=u64(r[4]), size=r[5],
                  order=r[6], free_order=r[7], free_api=r[8], device=r[9])
-            for r in query(path, "SELECT seq, api, kind, module, ptr, size, effect_order,"
-                                 " free_effect_order, free_api, device FROM allocations"
-                                 " ORDER BY effect_order, seq")]
-        self._calls, self._stacks = {}, {}
+            for r in self.query("SELECT seq, api, kind, module, ptr, size, effect_order,"
+                                " free_effect_order, free_api, device FROM allocations"
+                                " ORDER BY effect_order, seq")]
+        self._calls, self._stacks = None, {}
+
+    def query(self, sql, params=()):
+        return query(self.path, sql, params, self.db)
 
     def live(self, at, keep):
         """The allocations live when effect order AT took effect, for which keep(row)."""
@@ -356,18 +364,19 @@ class Trace:
                 and (a["free_order"] is None or a["free_order"] > at) and keep(a)]
 
     def call(self, seq):
-        if seq not in self._calls:
-            rows = query(self.path, "SELECT stack_id, parent_seq, effect_order FROM calls"
-                                    " WHERE seq = ?", (seq,))
-            self._calls[seq] = rows[0] if rows else (0, 0, None)
-        return self._calls[seq]
+        """(stack_id, parent_seq) of call SEQ; the calls with either, read at once."""
+        if self._calls is None:
+            self._calls = {r[0]: (r[1], r[2]) for r in self.query(
+                "SELECT seq, stack_id, parent_seq FROM calls WHERE stack_id != 0"
+                " OR parent_seq != 0")}
+        return self._calls.get(seq, (0, 0))
 
     def stack_id(self, seq):
         """The call's stack; a call made inside another traced call has that call's."""
         seen = set()
         while seq and seq not in seen:
             seen.add(seq)
-            stack_id, parent, _ = self.call(seq)
+            stack_id, parent = self.call(seq)
             if stack_id:
                 return stack_id
             seq = parent
@@ -376,9 +385,9 @@ class Trace:
     def frames(self, seq):
         stack_id = self.stack_id(seq)
         if stack_id not in self._stacks:
-            self._stacks[stack_id] = query(
-                self.path, "SELECT kind, module, symbol, file FROM stacks WHERE stack_id = ?"
-                           " ORDER BY depth", (stack_id,)) if stack_id else []
+            self._stacks[stack_id] = self.query(
+                "SELECT kind, module, symbol, file FROM stacks WHERE stack_id = ?"
+                " ORDER BY depth", (stack_id,)) if stack_id else []
         return self._stacks[stack_id]
 
     def has_native(self, seq, name):
@@ -407,7 +416,7 @@ def check_holdings(directory, facts_path):
         problems += unmatched
         for fact, (path, seq, _, _, order) in matched:
             held, host_held = need(fact, "held", "host_held")
-            trace = cache.setdefault(path, Trace(path))
+            trace = cache[path] = cache.get(path) or Trace(path)
             live = trace.live(order, lambda a: not nccl_internal(a))
             device = sum(a["size"] for a in live if a["kind"] in GPU_KINDS)
             host = sum(a["size"] for a in live if a["kind"] == "host")
@@ -438,7 +447,7 @@ def check_reserved(directory, facts_path):
         problems += unmatched
         for fact, (path, seq, _, _, order) in matched:
             (reserved,) = need(fact, "reserved")
-            trace = cache.setdefault(path, Trace(path))
+            trace = cache[path] = cache.get(path) or Trace(path)
             live = trace.live(order, lambda a: a["kind"] in ("device", "vmm")
                               and trace.has_native(a["seq"], C10_CUDA))
             traced = sum(a["size"] for a in live)
