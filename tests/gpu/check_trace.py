@@ -478,10 +478,16 @@ def timeline_report(cutrace, directory):
 
 
 def check_context(cutrace, directory, lo_mib, hi_mib):
+    """Unexplained memory at each process's first query is its CUDA context, and
+    the contexts of the other processes alive on that GPU then (a spawned child's
+    first query also sees its parent's): the band is per context, the unexplained
+    bytes divided by the processes whose milestones span that moment."""
     report = timeline_report(cutrace, directory)
-    per = {}
+    per, spans = {}, {}
     for gpu in report["gpus"]:
         for m in gpu["milestones"]:
+            span = spans.setdefault((gpu["key"], m["pid"]), [m["t_ns"], m["t_ns"]])
+            span[0], span[1] = min(span[0], m["t_ns"]), max(span[1], m["t_ns"])
             if m["kind"] == "measurement" and m.get("measurement"):
                 per.setdefault((gpu["key"], m["pid"]), []).append(
                     (m["t_ns"], m["seq"], m["measurement"]["unexplained_bytes"]))
@@ -491,13 +497,16 @@ def check_context(cutrace, directory, lo_mib, hi_mib):
     for (key, pid), queries in sorted(per.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         queries.sort()
         values = [u for _, _, u in queries]
-        context = values[0]
+        t0, context = queries[0][0], values[0]
+        alive = sum(1 for (k, _), (lo, hi) in spans.items() if k == key and lo <= t0 <= hi)
+        each = context / max(alive, 1)
         label = f"pid {pid}" if len({k for k, _ in per}) == 1 else f"pid {pid} on {key}"
-        parts.append(f"{label}: context {mib(context)} MiB, spread {mib(max(values) - min(values))}"
-                     f" MiB over {len(values)}")
-        if not lo_mib * MIB <= context <= hi_mib * MIB:
-            problems.append(f"{label} seq {queries[0][1]}: context {mib(context)} MiB outside "
-                            f"[{lo_mib:g}, {hi_mib:g}] MiB")
+        shared = f" ({alive} contexts: {mib(each)} MiB each)" if alive > 1 else ""
+        parts.append(f"{label}: context {mib(context)} MiB{shared}, spread "
+                     f"{mib(max(values) - min(values))} MiB over {len(values)}")
+        if not lo_mib * MIB <= each <= hi_mib * MIB:
+            problems.append(f"{label} seq {queries[0][1]}: context {mib(each)} MiB"
+                            f"{' each' if alive > 1 else ''} outside [{lo_mib:g}, {hi_mib:g}] MiB")
     detail = "; ".join(parts)
     if problems:
         return False, f"{shown(problems)} ({detail})"

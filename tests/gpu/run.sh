@@ -537,7 +537,7 @@ step_story() {
     ck "story: ncclMemAlloc of 1 GiB" nccl-mem "$t" "$d/story.traced.facts"
     ck "story: pinned host memory (torch and ctypes)" pinned "$t" "$d/story.traced.facts"
     ck "story: all-reduce in a global-mode graph" graph "$t" global
-    ck "story: unexplained at each process's context" context "$t" "$cutrace" "$lo_mib" "$hi_mib"
+    ck "story: unexplained at each process's context" context "$cutrace" "$t" "$lo_mib" "$hi_mib"
 }
 
 # ---- the CUDA C program (examples/real_gpu/real_gpu_check.cu) ----
@@ -585,7 +585,7 @@ step_cuda() {
     ck "cuda: allreduce eager and in a graph" count "$t" 2 \
         "SELECT count(DISTINCT captured) FROM collectives WHERE result = 0 AND op = 'ncclAllReduce'"
     ck "cuda: all-reduce in a global-mode graph" graph "$t" global
-    ck "cuda: unexplained at the context, and its spread" context "$t" "$cutrace" "$lo_mib" "$hi_mib"
+    ck "cuda: unexplained at the context, and its spread" context "$cutrace" "$t" "$lo_mib" "$hi_mib"
     ck "cuda: timeline = allocations views, by uuid" timeline "$cutrace" "$t" "$lo_mib" "$hi_mib"
 }
 
@@ -648,7 +648,7 @@ step_torch() {
     ck "torch: allreduce eager and in a graph" count "$t" 2 \
         "SELECT count(DISTINCT captured) FROM collectives WHERE result = 0 AND op = 'ncclAllReduce'"
     ck "torch: all-reduce in a global-mode graph" graph "$t" global
-    ck "torch: unexplained at the context, and its spread" context "$t" "$cutrace" "$lo_mib" "$hi_mib"
+    ck "torch: unexplained at the context, and its spread" context "$cutrace" "$t" "$lo_mib" "$hi_mib"
     ck "torch: timeline = allocations views, by uuid" timeline "$cutrace" "$t" "$lo_mib" "$hi_mib"
 }
 
@@ -676,7 +676,7 @@ step_expandable() {
     ck "torch expandable: the 2 GiB tensor is VMM memory" vmm-cover "$t" "$f" big
     ck "torch expandable: the tensor's Python and c10 frames" frames "$t" "$f" big
     ck "torch expandable: reserved = traced at each query" reserved "$t" "$f"
-    ck "torch expandable: unexplained at the context" context "$t" "$cutrace" "$lo_mib" "$hi_mib"
+    ck "torch expandable: unexplained at the context" context "$cutrace" "$t" "$lo_mib" "$hi_mib"
     ck "torch expandable: timeline = allocations views" timeline "$cutrace" "$t" "$lo_mib" "$hi_mib"
 }
 

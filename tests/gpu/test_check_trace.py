@@ -350,9 +350,17 @@ class ContextTests(Case):
 
     def test_in_band(self):
         FakeTrace(1).save(self.dir)
-        cutrace = self.timeline((1, 5, 520), (2, 3, 530), (1, 9, 524))
+        cutrace = self.timeline((1, 5, 520), (2, 3, 1060), (1, 9, 524))
         self.passes("context", cutrace, self.dir, "400", "700",
-                    says="pid 1: context 520.0 MiB, spread 4.0 MiB over 2; pid 2: context 530.0")
+                    says="pid 1: context 520.0 MiB, spread 4.0 MiB over 2; pid 2: context "
+                         "1060.0 MiB (2 contexts: 530.0 MiB each)")
+
+    def test_second_context_not_shared(self):
+        FakeTrace(1).save(self.dir)
+        # pid 2's first query while pid 1 is alive: 530 MiB for two contexts is too little
+        cutrace = self.timeline((1, 5, 520), (2, 3, 530), (1, 9, 524))
+        self.fails("context", cutrace, self.dir, "400", "700",
+                   says="pid 2 seq 3: context 265.0 MiB each outside [400, 700] MiB")
 
     def test_context_outside_band(self):
         FakeTrace(1).save(self.dir)
