@@ -151,7 +151,8 @@ big=$(find "$dry" -type f -size +16M)
 [[ -z $big ]] || fail "files over 16 MiB in OUTDIR: $big"
 [[ -s $dry/machine.txt ]] || fail "no machine.txt"
 for a in story cuda torch torch-expandable; do
-    tar -tzf "$dry/$a.tar.gz" | grep -q '\.db$' || fail "$a.tar.gz holds no trace"
+    listing=$(tar -tzf "$dry/$a.tar.gz") || fail "$a.tar.gz is not a readable archive"
+    grep -q '\.db$' <<<"$listing" || fail "$a.tar.gz holds no trace"
 done
 ok "the dry run: $rows rows, every check computed and passing where a fake can tell, $files files"
 
