@@ -104,6 +104,7 @@ int c10_free(uint64_t ptr);
 int c10_empty_cache(void);
 int c10_block_info(uint64_t ptr, uint64_t *seg_base, uint64_t *seg_size, uint64_t *block_size);
 int c10_stats(int64_t *out, int n);
+int c10_mapping_end(uint64_t ptr, uint64_t *end);
 int c10_stat_count(void);
 int c10_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 int c10_device_count(int *count);
@@ -648,6 +649,24 @@ int c10_block_info(uint64_t ptr, uint64_t *seg_base, uint64_t *seg_size, uint64_
     }
     pthread_mutex_unlock(&g_lock);
     return b ? 0 : cudaErrorInvalidValue;
+}
+
+/* Where the driver mapping holding ptr ends: the segment's end, or for an
+ * expandable segment the end of ptr's page (each page is its own mapping). */
+int c10_mapping_end(uint64_t ptr, uint64_t *end)
+{
+    int r = cudaErrorInvalidValue;
+    pthread_mutex_lock(&g_lock);
+    for (struct segment *s = g_segments; s; s = s->next) {
+        if (ptr < s->base || ptr >= s->base + s->size)
+            continue;
+        *end =
+            s->expandable ? s->base + ((ptr - s->base) / s->page + 1) * s->page : s->base + s->size;
+        r = 0;
+        break;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
 }
 
 int c10_stat_count(void)
