@@ -65,10 +65,14 @@ def make_big(torch):
     return big
 
 
-def ipc_child(q_in, q_out, ready):
+def ipc_child(q_in, q_out, ready, facts):
+    global facts_path
+    facts_path = facts
     import torch
     t = q_in.get()
     ok = t.is_cuda and t.tolist() == [3.0] * 1000 and bool((t == 3.0).all())
+    handle = t.untyped_storage()._share_cuda_()[1]
+    fact(event="ipc_open", handle_hex=handle.hex())
     q_out.put((ok, t.numel(), str(t.dtype)))
     del t
     torch.cuda.ipc_collect()
@@ -82,7 +86,7 @@ def ipc_roundtrip(torch, mp):
     shared = torch.full((1000,), 3.0, device="cuda")
     handle = shared.untyped_storage()._share_cuda_()[1]
     fact(event="ipc_export", handle_hex=handle.hex(), size=shared.nbytes)
-    p = ctx.Process(target=ipc_child, args=(q_in, q_out, ready))
+    p = ctx.Process(target=ipc_child, args=(q_in, q_out, ready, facts_path))
     p.start()
     q_in.put(shared)
     got = q_out.get()
@@ -342,6 +346,8 @@ def check_trace(trace_dir, facts, expandable):
         c2.close()
     exports = con.execute("SELECT count(*) FROM ipc WHERE api = 'cudaIpcGetMemHandle' AND handle_hex = ?",
                           (exported,)).fetchone()[0]
+    child_open = [r for r in rows if r["event"] == "ipc_open"]
+    check("facts: the child opened the exported handle", [r["handle_hex"] for r in child_open] == [exported])
     check("trace: IPC handle exported and opened once in the child", exports >= 1 and opened == 1,
           f"{exports} exports, {opened} opens")
     end_states(dbs)

@@ -126,13 +126,15 @@ class UntypedStorage:
     """A tensor's memory: caching-allocator device memory, an IPC-opened range,
     pinned host memory from the host caching allocator, or ordinary host memory."""
 
-    def __init__(self, kind, ptr, nbytes, dev, keep=None, ipc_base=0):
+    def __init__(self, kind, ptr, nbytes, dev, keep=None, ipc_base=0, ipc_handle=None, ipc_offset=0):
         self.kind = kind  # "cuda" | "ipc" | "pinned" | "cpu"
         self.ptr = ptr
         self.size = nbytes
         self.device = dev
         self.keep = keep  # cpu: the object that owns the bytes
         self.ipc_base = ipc_base
+        self.ipc_handle = ipc_handle  # ipc: the handle it was opened from, for re-sharing
+        self.ipc_offset = ipc_offset
 
     def data_ptr(self):
         return self.ptr
@@ -142,6 +144,8 @@ class UntypedStorage:
 
     def _share_cuda_(self):
         """(device, handle, storage size, offset in the segment), the head of real torch's tuple."""
+        if self.kind == "ipc":
+            return (self.device.index, self.ipc_handle, self.size, self.ipc_offset)
         if self.kind != "cuda":
             raise RuntimeError("_share_cuda_: not caching-allocator CUDA memory")
         handle, offset, _ = _export_ipc(self.ptr)

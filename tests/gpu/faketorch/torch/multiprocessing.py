@@ -45,7 +45,7 @@ def rebuild_cuda_tensor(dtype_name, shape, device_index, handle, offset, nbytes,
     base = _native.out64()
     _native.check(_native.c10.c10_ipc_open(handle, ctypes.byref(base)), "cudaIpcOpenMemHandle")
     storage = torch.UntypedStorage("ipc", base.value + offset, nbytes, torch.device("cuda", device_index),
-                                   ipc_base=base.value)
+                                   ipc_base=base.value, ipc_handle=handle, ipc_offset=offset)
     t = torch.Tensor(shape, torch._DTYPES[dtype_name], torch.device("cuda", device_index), _storage=storage)
     _restore(t, values)
     return t
