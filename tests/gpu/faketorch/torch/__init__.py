@@ -148,7 +148,7 @@ class UntypedStorage:
             return (self.device.index, self.ipc_handle, self.size, self.ipc_offset)
         if self.kind != "cuda":
             raise RuntimeError("_share_cuda_: not caching-allocator CUDA memory")
-        handle, offset, _ = _export_ipc(self.ptr)
+        handle, offset, _ = _export_ipc(self.ptr, self.size)
         return (self.device.index, handle, self.size, offset)
 
     def __del__(self):
@@ -166,12 +166,24 @@ class UntypedStorage:
             pass
 
 
-def _export_ipc(ptr):
+CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+def _export_ipc(ptr, nbytes=0):
+    """(handle, offset, kind): a cudaIpcMemHandle of ptr's segment ("cuda"), or
+    for an expandable segment the description of its pages ("vmm")."""
     handle = _ctypes.create_string_buffer(64)
     off, seg = _native.out64(), _native.out64()
-    _native.check(_native.c10.c10_ipc_export(ptr, handle, _ctypes.byref(off), _ctypes.byref(seg)),
-                  "cudaIpcGetMemHandle")
-    return handle.raw, off.value, seg.value
+    rc = _native.c10.c10_ipc_export(ptr, handle, _ctypes.byref(off), _ctypes.byref(seg))
+    if rc == CUDA_ERROR_NOT_SUPPORTED:
+        blob = _ctypes.create_string_buffer(16 + 4 * 65536)
+        n = _ctypes.c_size_t(0)
+        _native.check(_native.c10.c10_ipc_export_expandable(ptr, max(nbytes, 1), blob, len(blob),
+                                                            _ctypes.byref(n), _ctypes.byref(off)),
+                      "cuMemExportToShareableHandle")
+        return blob.raw[:n.value], off.value, "vmm"
+    _native.check(rc, "cudaIpcGetMemHandle")
+    return handle.raw, off.value, "cuda"
 
 
 def _cuda_storage(nbytes, dev):

@@ -65,6 +65,8 @@ _SIGS = {
         "c10_ipc_open": [ctypes.c_char_p, P64],
         "c10_ipc_close": [u64],
         "c10_ipc_open_count": [],
+        "c10_ipc_export_expandable": [u64, sz, ctypes.c_char_p, sz, Psz, P64],
+        "c10_ipc_open_expandable": [ctypes.c_char_p, sz, P64],
     },
     tc: {
         "tc_stream_create": [P64],

@@ -6,7 +6,9 @@ A CUDA tensor travels as a CUDA IPC handle: the sender calls
 cudaIpcGetMemHandle on the base of the caching-allocator segment holding it
 and sends (handle, offset, size, dtype, shape, device, values if small); the
 receiver opens each handle once (cudaIpcOpenMemHandle, in libc10_cuda) and
-closes it when the last tensor on it dies. CPU tensors travel by value.
+closes it when the last tensor on it dies. Memory of expandable segments
+travels as its pages' file descriptors instead (see c10_ipc_export_expandable).
+CPU tensors travel by value.
 """
 import array
 import multiprocessing as _mp
@@ -36,14 +38,18 @@ def _restore(t, values):
         t._set_values(("const", v))
 
 
-def rebuild_cuda_tensor(dtype_name, shape, device_index, handle, offset, nbytes, values):
+def rebuild_cuda_tensor(dtype_name, shape, device_index, handle, offset, nbytes, values, kind="cuda"):
     import ctypes
     import torch
     from torch import _native
     torch.cuda._lazy_init()
     _native.check(_native.c10.c10_set_device(device_index), "cudaSetDevice")
     base = _native.out64()
-    _native.check(_native.c10.c10_ipc_open(handle, ctypes.byref(base)), "cudaIpcOpenMemHandle")
+    if kind == "vmm":  # an expandable segment's pages
+        _native.check(_native.c10.c10_ipc_open_expandable(handle, len(handle), ctypes.byref(base)),
+                      "cuMemImportFromShareableHandle")
+    else:
+        _native.check(_native.c10.c10_ipc_open(handle, ctypes.byref(base)), "cudaIpcOpenMemHandle")
     storage = torch.UntypedStorage("ipc", base.value + offset, nbytes, torch.device("cuda", device_index),
                                    ipc_base=base.value, ipc_handle=handle, ipc_offset=offset)
     t = torch.Tensor(shape, torch._DTYPES[dtype_name], torch.device("cuda", device_index), _storage=storage)
@@ -61,9 +67,9 @@ def rebuild_cpu_tensor(dtype_name, shape, values):
 def reduce_tensor(t):
     import torch
     if t.is_cuda:
-        handle, offset, _ = torch._export_ipc(t.data_ptr())
+        handle, offset, kind = torch._export_ipc(t.data_ptr(), t.nbytes)
         return (rebuild_cuda_tensor, (t.dtype.name, tuple(t.shape), t.device.index, handle, offset,
-                                      t.nbytes, _values_of(t)))
+                                      t.nbytes, _values_of(t), kind))
     return (rebuild_cpu_tensor, (t.dtype.name, tuple(t.shape), _values_of(t)))
 
 
