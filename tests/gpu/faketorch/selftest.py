@@ -74,6 +74,8 @@ def ipc_child(q_in, q_out, ready, facts):
     handle = t.untyped_storage()._share_cuda_()[1]
     if len(handle) == 64:
         fact(event="ipc_open", handle_hex=handle.hex())
+    t.fill_(5)
+    torch.cuda.synchronize()
     q_out.put((ok, t.numel(), str(t.dtype)))
     del t
     torch.cuda.ipc_collect()
@@ -95,6 +97,7 @@ def ipc_roundtrip(torch, mp, expandable):
     ready.wait(60)
     p.join(60)
     check("ipc", got == (True, 1000, "torch.float32") and p.exitcode == 0, str(got))
+    check("ipc: the child's write seen here", bool((shared == 5).all()))
     del shared
     torch.cuda.ipc_collect()
 

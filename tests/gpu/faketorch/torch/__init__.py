@@ -11,6 +11,7 @@ import array as _array
 import builtins as _builtins
 import ctypes as _ctypes
 import mmap as _mmap
+import os as _os
 import threading as _threading
 
 from . import _native
@@ -135,6 +136,7 @@ class UntypedStorage:
         self.ipc_base = ipc_base
         self.ipc_handle = ipc_handle  # ipc: the handle it was opened from, for re-sharing
         self.ipc_offset = ipc_offset
+        self.shm_path = None  # the sender's shared mirror file, removed with the storage
 
     def data_ptr(self):
         return self.ptr
@@ -162,6 +164,9 @@ class UntypedStorage:
             elif self.kind == "pinned":
                 _native.c10.c10_host_free(self.ptr)
             self.ptr = 0
+            if self.shm_path:
+                _os.unlink(self.shm_path)
+                self.shm_path = None
         except Exception:  # interpreter shutdown: the libraries may be gone
             pass
 
@@ -227,6 +232,7 @@ class Tensor:
         nbytes = n * dt.itemsize
         self._arr = _array.array(dt.code, bytes(nbytes)) if nbytes <= MIRROR_LIMIT else None
         self._const = 0
+        self._shm = None  # (path, mmap) once the mirror lives in shared memory (CUDA IPC)
         if _storage is not None:
             self._storage = _storage
         elif dev.type == "cuda":
@@ -249,8 +255,9 @@ class Tensor:
             self._const = values[0] if len(values) else 0
 
     def _put(self, arr):
-        if self._storage.kind == "cpu" and self._storage.keep is self._arr:
-            self._arr[:] = arr  # keep the buffer (and data_ptr) of host memory
+        if self._shm is not None or (self._storage.kind == "cpu" and self._storage.keep is self._arr):
+            # keep the buffer: host memory's data_ptr, or a mirror shared with other processes
+            self._arr[:] = arr if self._shm is None else _array.array(self._dtype.code, arr)
         else:
             self._arr = arr
 

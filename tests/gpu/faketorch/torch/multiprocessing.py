@@ -6,12 +6,18 @@ A CUDA tensor travels as a CUDA IPC handle: the sender calls
 cudaIpcGetMemHandle on the base of the caching-allocator segment holding it
 and sends (handle, offset, size, dtype, shape, device, values if small); the
 receiver opens each handle once (cudaIpcOpenMemHandle, in libc10_cuda) and
-closes it when the last tensor on it dies. Memory of expandable segments
+closes it when the last tensor on it dies. The host mirror of the values
+(the fake keeps values on the host) moves to a shared file under /dev/shm, so
+writes on either side are seen on the other, as on a GPU. Memory of expandable segments
 travels as its pages' file descriptors instead (see c10_ipc_export_expandable).
 CPU tensors travel by value.
 """
 import array
+import itertools
+import mmap
 import multiprocessing as _mp
+import os
+import tempfile
 from multiprocessing.reduction import ForkingPickler
 
 from multiprocessing import (  # noqa: F401  (torch.multiprocessing re-exports these)
@@ -24,15 +30,42 @@ def get_context(method=None):
     return _mp.get_context(method)
 
 
-def _values_of(t):
-    if t._arr is not None:
+_shm_ids = itertools.count()
+
+
+def _map_mirror(t, path):
+    with open(path, "r+b") as f:
+        m = mmap.mmap(f.fileno(), t.nbytes)
+    t._arr = memoryview(m).cast(t.dtype.code)
+    t._shm = (path, m)
+
+
+def _values_of(t, share):
+    """The values to send. A CUDA tensor's mirror moves into a shared file first
+    (once), so that sender and receivers see each other's writes, as they do
+    on a GPU; a CPU tensor's values are copied."""
+    if t._arr is None:
+        return ("const", t._const)
+    if not share or t.nbytes == 0:
         return ("arr", t._arr.tobytes())
-    return ("const", t._const)
+    if t._shm is None:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        path = os.path.join(base, f"faketorch-{os.getpid()}-{next(_shm_ids)}")
+        with open(path, "wb") as f:
+            f.write(t._arr.tobytes())
+        _map_mirror(t, path)
+        t.untyped_storage().shm_path = path
+    return ("shm", t._shm[0])
 
 
 def _restore(t, values):
     kind, v = values
-    if kind == "arr" and t._arr is not None:
+    if kind == "shm" and t._arr is not None:
+        try:
+            _map_mirror(t, v)
+        except OSError:  # the sender's tensor is gone already: its values are unknown
+            pass
+    elif kind == "arr" and t._arr is not None:
         t._set_values(array.array(t.dtype.code, v))
     elif kind == "const":
         t._set_values(("const", v))
@@ -69,8 +102,8 @@ def reduce_tensor(t):
     if t.is_cuda:
         handle, offset, kind = torch._export_ipc(t.data_ptr(), t.nbytes)
         return (rebuild_cuda_tensor, (t.dtype.name, tuple(t.shape), t.device.index, handle, offset,
-                                      t.nbytes, _values_of(t), kind))
-    return (rebuild_cpu_tensor, (t.dtype.name, tuple(t.shape), _values_of(t)))
+                                      t.nbytes, _values_of(t, True), kind))
+    return (rebuild_cpu_tensor, (t.dtype.name, tuple(t.shape), _values_of(t, False)))
 
 
 def init_reductions():
