@@ -387,8 +387,6 @@ static void unmap_page(struct segment *s, size_t i)
     }
     s->mapped_pages--;
     stat_add(ST_RESERVED_BYTES, s->pool, -(int64_t)s->page);
-    if (s->mapped_pages == 0)
-        stat_add(ST_SEGMENT, s->pool, -1);
 }
 
 /* Maps `bytes` (whole pages) at the start of the free unmapped block u. */
@@ -432,10 +430,12 @@ static int map_front(struct block *u, size_t bytes)
             return r;
         }
         s->handles[i] = h;
-        if (s->mapped_pages++ == 0)
-            stat_add(ST_SEGMENT, s->pool, 1);
+        s->mapped_pages++;
         stat_add(ST_RESERVED_BYTES, s->pool, (int64_t)s->page);
     }
+    /* As torch's map_block: reserved bytes and one device allocation per mapping,
+     * no "segment" (that statistic counts cudaMalloc segments only). */
+    g_stats[STAT_SLOTS + 2]++;
     u->mapped = 1;
     merge_free(u);
     return 0;
@@ -544,6 +544,7 @@ static void release_cached(void)
                 continue;
             for (size_t i = lo; i < hi; i++)
                 unmap_page(s, i);
+            g_stats[STAT_SLOTS + 3]++;
             b->mapped = 0;
             b = merge_free(b);
         }
