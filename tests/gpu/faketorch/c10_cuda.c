@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -70,6 +72,7 @@ struct segment {
     int expandable;
     size_t page;                           /* expandable: bytes per physical page */
     CUmemGenericAllocationHandle *handles; /* expandable: per page, 0 if unmapped */
+    int *fds;                              /* expandable: per page, its exported fd or -1 */
     size_t npages, mapped_pages;
     struct block *head;
     struct segment *next;
@@ -92,6 +95,9 @@ static struct {
     CUresult (*mem_unmap)(CUdeviceptr, size_t);
     CUresult (*mem_release)(CUmemGenericAllocationHandle);
     CUresult (*address_free)(CUdeviceptr, size_t);
+    CUresult (*export_handle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                              unsigned long long);
+    CUresult (*import_handle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
     CUresult (*device_get)(CUdevice *, int);
     CUresult (*device_total_mem)(size_t *, CUdevice);
     CUresult (*device_get_name)(char *, int, CUdevice);
@@ -104,6 +110,7 @@ int c10_free(uint64_t ptr);
 int c10_empty_cache(void);
 int c10_block_info(uint64_t ptr, uint64_t *seg_base, uint64_t *seg_size, uint64_t *block_size);
 int c10_stats(int64_t *out, int n);
+int c10_mapping_end(uint64_t ptr, uint64_t *end);
 int c10_stat_count(void);
 int c10_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 int c10_device_count(int *count);
@@ -118,6 +125,9 @@ int c10_ipc_export(uint64_t ptr, unsigned char *handle, uint64_t *offset, uint64
 int c10_ipc_open(const unsigned char *handle, uint64_t *base);
 int c10_ipc_close(uint64_t base);
 int c10_ipc_open_count(void);
+int c10_ipc_export_expandable(uint64_t ptr, size_t size, unsigned char *buf, size_t cap,
+                              size_t *len, uint64_t *offset);
+int c10_ipc_open_expandable(const unsigned char *buf, size_t len, uint64_t *base);
 
 /* ------------------------------------------------------------------------ */
 /* Statistics                                                                 */
@@ -239,6 +249,7 @@ static void unlink_segment(struct segment *s)
         free(b);
     }
     free(s->handles);
+    free(s->fds);
     free(s);
 }
 
@@ -286,6 +297,8 @@ static int load_driver(void)
         {"cuMemUnmap", offsetof(__typeof__(g_drv), mem_unmap)},
         {"cuMemRelease", offsetof(__typeof__(g_drv), mem_release)},
         {"cuMemAddressFree", offsetof(__typeof__(g_drv), address_free)},
+        {"cuMemExportToShareableHandle", offsetof(__typeof__(g_drv), export_handle)},
+        {"cuMemImportFromShareableHandle", offsetof(__typeof__(g_drv), import_handle)},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         void *p = NULL;
@@ -331,13 +344,20 @@ static int new_expandable(int pool, uint64_t key, int device, size_t at_least, s
     if (cr != CUDA_SUCCESS)
         return cr;
     struct segment *s = calloc(1, sizeof *s);
-    if (s)
+    if (s) {
         s->handles = calloc(want / page, sizeof *s->handles);
-    if (s && s->handles)
+        s->fds = malloc(want / page * sizeof *s->fds);
+    }
+    if (s && s->handles && s->fds) {
+        for (size_t i = 0; i < want / page; i++)
+            s->fds[i] = -1;
         s->head = new_block(s, base, want, 0);
-    if (!s || !s->handles || !s->head) {
-        if (s)
+    }
+    if (!s || !s->handles || !s->fds || !s->head) {
+        if (s) {
             free(s->handles);
+            free(s->fds);
+        }
         free(s);
         g_drv.address_free(base, want);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -361,10 +381,12 @@ static void unmap_page(struct segment *s, size_t i)
     g_drv.mem_unmap(s->base + i * s->page, s->page);
     g_drv.mem_release(s->handles[i]);
     s->handles[i] = 0;
+    if (s->fds[i] >= 0) {
+        close(s->fds[i]);
+        s->fds[i] = -1;
+    }
     s->mapped_pages--;
     stat_add(ST_RESERVED_BYTES, s->pool, -(int64_t)s->page);
-    if (s->mapped_pages == 0)
-        stat_add(ST_SEGMENT, s->pool, -1);
 }
 
 /* Maps `bytes` (whole pages) at the start of the free unmapped block u. */
@@ -379,6 +401,8 @@ static int map_front(struct block *u, size_t bytes)
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = s->device;
+    /* Shareable with other processes as a file descriptor (torch's default). */
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     CUmemAccessDesc access;
     memset(&access, 0, sizeof access);
     access.location = prop.location;
@@ -406,10 +430,12 @@ static int map_front(struct block *u, size_t bytes)
             return r;
         }
         s->handles[i] = h;
-        if (s->mapped_pages++ == 0)
-            stat_add(ST_SEGMENT, s->pool, 1);
+        s->mapped_pages++;
         stat_add(ST_RESERVED_BYTES, s->pool, (int64_t)s->page);
     }
+    /* As torch's map_block: reserved bytes and one device allocation per mapping,
+     * no "segment" (that statistic counts cudaMalloc segments only). */
+    g_stats[STAT_SLOTS + 2]++;
     u->mapped = 1;
     merge_free(u);
     return 0;
@@ -518,6 +544,7 @@ static void release_cached(void)
                 continue;
             for (size_t i = lo; i < hi; i++)
                 unmap_page(s, i);
+            g_stats[STAT_SLOTS + 3]++;
             b->mapped = 0;
             b = merge_free(b);
         }
@@ -648,6 +675,24 @@ int c10_block_info(uint64_t ptr, uint64_t *seg_base, uint64_t *seg_size, uint64_
     }
     pthread_mutex_unlock(&g_lock);
     return b ? 0 : cudaErrorInvalidValue;
+}
+
+/* Where the driver mapping holding ptr ends: the segment's end, or for an
+ * expandable segment the end of ptr's page (each page is its own mapping). */
+int c10_mapping_end(uint64_t ptr, uint64_t *end)
+{
+    int r = cudaErrorInvalidValue;
+    pthread_mutex_lock(&g_lock);
+    for (struct segment *s = g_segments; s; s = s->next) {
+        if (ptr < s->base || ptr >= s->base + s->size)
+            continue;
+        *end =
+            s->expandable ? s->base + ((ptr - s->base) / s->page + 1) * s->page : s->base + s->size;
+        r = 0;
+        break;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
 }
 
 int c10_stat_count(void)
@@ -846,6 +891,11 @@ struct ipc_open {
     unsigned char handle[CUDA_IPC_HANDLE_SIZE];
     uint64_t base;
     int refs;
+    /* An expandable segment's pages: the shared description, imported handles. */
+    unsigned char *blob;
+    size_t blob_len;
+    CUmemGenericAllocationHandle *vmm;
+    size_t npages, page;
     struct ipc_open *next;
 };
 
@@ -901,7 +951,18 @@ int c10_ipc_close(uint64_t base)
     }
     *pp = o->next;
     pthread_mutex_unlock(&g_lock);
-    cudaError_t e = cudaIpcCloseMemHandle((void *)(uintptr_t)o->base);
+    int e = 0;
+    if (o->vmm) {
+        for (size_t i = 0; i < o->npages; i++) {
+            g_drv.mem_unmap(o->base + i * o->page, o->page);
+            g_drv.mem_release(o->vmm[i]);
+        }
+        e = g_drv.address_free(o->base, o->npages * o->page);
+        free(o->vmm);
+        free(o->blob);
+    } else {
+        e = cudaIpcCloseMemHandle((void *)(uintptr_t)o->base);
+    }
     free(o);
     return e;
 }
@@ -914,4 +975,158 @@ int c10_ipc_open_count(void)
         n++;
     pthread_mutex_unlock(&g_lock);
     return n;
+}
+
+/*
+ * Expandable segments cannot use cudaIpcGetMemHandle: as torch's
+ * ExpandableSegment does, the sender exports the physical pages covering
+ * [ptr, ptr+size) as POSIX file descriptors (cuMemExportToShareableHandle)
+ * and sends its pid, the page size and the descriptor numbers; the receiver
+ * takes the descriptors with pidfd_getfd, imports them
+ * (cuMemImportFromShareableHandle) and maps them into a reservation of its own.
+ */
+struct share_header {
+    int32_t pid;
+    uint32_t npages;
+    uint64_t page;
+};
+
+int c10_ipc_export_expandable(uint64_t ptr, size_t size, unsigned char *buf, size_t cap,
+                              size_t *len, uint64_t *offset)
+{
+    if (!buf || !len || !offset || size == 0)
+        return cudaErrorInvalidValue;
+    pthread_mutex_lock(&g_lock);
+    struct segment *s = NULL;
+    for (struct segment *t = g_segments; t && !s; t = t->next)
+        if (ptr >= t->base && ptr < t->base + t->size)
+            s = t;
+    int r = 0;
+    if (!s || !s->expandable || ptr + size > s->base + s->size)
+        r = cudaErrorInvalidValue;
+    size_t first = 0, n = 0;
+    if (!r) {
+        first = (ptr - s->base) / s->page;
+        n = (ptr + size - s->base + s->page - 1) / s->page - first;
+        if (sizeof(struct share_header) + n * sizeof(int32_t) > cap)
+            r = cudaErrorInvalidValue;
+    }
+    for (size_t i = first; !r && i < first + n; i++) {
+        if (!s->handles[i])
+            r = cudaErrorInvalidValue;
+        else if (s->fds[i] < 0) {
+            int fd = -1;
+            r = g_drv.export_handle(&fd, s->handles[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                    0);
+            if (!r)
+                s->fds[i] = fd;
+        }
+    }
+    if (!r) {
+        struct share_header h = {.pid = (int32_t)getpid(), .npages = (uint32_t)n, .page = s->page};
+        memcpy(buf, &h, sizeof h);
+        for (size_t i = 0; i < n; i++) {
+            int32_t fd = s->fds[first + i];
+            memcpy(buf + sizeof h + i * sizeof fd, &fd, sizeof fd);
+        }
+        *len = sizeof h + n * sizeof(int32_t);
+        *offset = ptr - (s->base + first * s->page);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+int c10_ipc_open_expandable(const unsigned char *buf, size_t len, uint64_t *base)
+{
+    struct share_header h;
+    if (!buf || !base || len < sizeof h)
+        return cudaErrorInvalidValue;
+    memcpy(&h, buf, sizeof h);
+    if (h.npages == 0 || len != sizeof h + h.npages * sizeof(int32_t))
+        return cudaErrorInvalidValue;
+    pthread_mutex_lock(&g_lock);
+    int r = load_driver();
+    for (struct ipc_open *o = g_ipc; !r && o; o = o->next)
+        if (o->blob && o->blob_len == len && memcmp(o->blob, buf, len) == 0) {
+            o->refs++;
+            *base = o->base;
+            pthread_mutex_unlock(&g_lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&g_lock);
+    if (r)
+        return r;
+    struct ipc_open *o = calloc(1, sizeof *o);
+    if (o) {
+        o->vmm = calloc(h.npages, sizeof *o->vmm);
+        o->blob = malloc(len);
+    }
+    if (!o || !o->vmm || !o->blob) {
+        if (o) {
+            free(o->vmm);
+            free(o->blob);
+        }
+        free(o);
+        return cudaErrorMemoryAllocation;
+    }
+    memcpy(o->blob, buf, len);
+    o->blob_len = len;
+    o->npages = h.npages;
+    o->page = h.page;
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)h.pid, 0);
+    size_t imported = 0, mapped = 0;
+    CUdeviceptr va = 0;
+    r = pidfd < 0 ? cudaErrorInvalidResourceHandle : 0;
+    for (; !r && imported < h.npages; imported++) {
+        int32_t remote;
+        memcpy(&remote, buf + sizeof h + imported * sizeof remote, sizeof remote);
+        int fd = (int)syscall(SYS_pidfd_getfd, pidfd, remote, 0);
+        if (fd < 0) {
+            r = cudaErrorInvalidResourceHandle;
+            break;
+        }
+        r = g_drv.import_handle(&o->vmm[imported], (void *)(uintptr_t)fd,
+                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fd);
+        if (r)
+            break;
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+    if (!r)
+        r = g_drv.address_reserve(&va, h.npages * h.page, 0, 0, 0);
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    access.location.id = dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (; !r && mapped < h.npages; mapped++) {
+        r = g_drv.mem_map(va + mapped * h.page, h.page, 0, o->vmm[mapped], 0);
+        if (!r && (r = g_drv.set_access(va + mapped * h.page, h.page, &access, 1)) != 0)
+            g_drv.mem_unmap(va + mapped * h.page, h.page);
+        if (r)
+            break;
+    }
+    if (r) {
+        for (size_t i = 0; i < mapped; i++)
+            g_drv.mem_unmap(va + i * h.page, h.page);
+        if (va)
+            g_drv.address_free(va, h.npages * h.page);
+        for (size_t i = 0; i < imported; i++)
+            g_drv.mem_release(o->vmm[i]);
+        free(o->vmm);
+        free(o->blob);
+        free(o);
+        return r;
+    }
+    o->base = va;
+    o->refs = 1;
+    pthread_mutex_lock(&g_lock);
+    o->next = g_ipc;
+    g_ipc = o;
+    pthread_mutex_unlock(&g_lock);
+    *base = va;
+    return 0;
 }

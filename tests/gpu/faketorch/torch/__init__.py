@@ -11,6 +11,7 @@ import array as _array
 import builtins as _builtins
 import ctypes as _ctypes
 import mmap as _mmap
+import os as _os
 import threading as _threading
 
 from . import _native
@@ -126,13 +127,16 @@ class UntypedStorage:
     """A tensor's memory: caching-allocator device memory, an IPC-opened range,
     pinned host memory from the host caching allocator, or ordinary host memory."""
 
-    def __init__(self, kind, ptr, nbytes, dev, keep=None, ipc_base=0):
+    def __init__(self, kind, ptr, nbytes, dev, keep=None, ipc_base=0, ipc_handle=None, ipc_offset=0):
         self.kind = kind  # "cuda" | "ipc" | "pinned" | "cpu"
         self.ptr = ptr
         self.size = nbytes
         self.device = dev
         self.keep = keep  # cpu: the object that owns the bytes
         self.ipc_base = ipc_base
+        self.ipc_handle = ipc_handle  # ipc: the handle it was opened from, for re-sharing
+        self.ipc_offset = ipc_offset
+        self.shm_path = None  # the sender's shared mirror file, removed with the storage
 
     def data_ptr(self):
         return self.ptr
@@ -142,9 +146,11 @@ class UntypedStorage:
 
     def _share_cuda_(self):
         """(device, handle, storage size, offset in the segment), the head of real torch's tuple."""
+        if self.kind == "ipc":
+            return (self.device.index, self.ipc_handle, self.size, self.ipc_offset)
         if self.kind != "cuda":
             raise RuntimeError("_share_cuda_: not caching-allocator CUDA memory")
-        handle, offset, _ = _export_ipc(self.ptr)
+        handle, offset, _ = _export_ipc(self.ptr, self.size)
         return (self.device.index, handle, self.size, offset)
 
     def __del__(self):
@@ -158,16 +164,31 @@ class UntypedStorage:
             elif self.kind == "pinned":
                 _native.c10.c10_host_free(self.ptr)
             self.ptr = 0
+            if self.shm_path:
+                _os.unlink(self.shm_path)
+                self.shm_path = None
         except Exception:  # interpreter shutdown: the libraries may be gone
             pass
 
 
-def _export_ipc(ptr):
+CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+def _export_ipc(ptr, nbytes=0):
+    """(handle, offset, kind): a cudaIpcMemHandle of ptr's segment ("cuda"), or
+    for an expandable segment the description of its pages ("vmm")."""
     handle = _ctypes.create_string_buffer(64)
     off, seg = _native.out64(), _native.out64()
-    _native.check(_native.c10.c10_ipc_export(ptr, handle, _ctypes.byref(off), _ctypes.byref(seg)),
-                  "cudaIpcGetMemHandle")
-    return handle.raw, off.value, seg.value
+    rc = _native.c10.c10_ipc_export(ptr, handle, _ctypes.byref(off), _ctypes.byref(seg))
+    if rc == CUDA_ERROR_NOT_SUPPORTED:
+        blob = _ctypes.create_string_buffer(16 + 4 * 65536)
+        n = _ctypes.c_size_t(0)
+        _native.check(_native.c10.c10_ipc_export_expandable(ptr, max(nbytes, 1), blob, len(blob),
+                                                            _ctypes.byref(n), _ctypes.byref(off)),
+                      "cuMemExportToShareableHandle")
+        return blob.raw[:n.value], off.value, "vmm"
+    _native.check(rc, "cudaIpcGetMemHandle")
+    return handle.raw, off.value, "cuda"
 
 
 def _cuda_storage(nbytes, dev):
@@ -211,6 +232,7 @@ class Tensor:
         nbytes = n * dt.itemsize
         self._arr = _array.array(dt.code, bytes(nbytes)) if nbytes <= MIRROR_LIMIT else None
         self._const = 0
+        self._shm = None  # (path, mmap) once the mirror lives in shared memory (CUDA IPC)
         if _storage is not None:
             self._storage = _storage
         elif dev.type == "cuda":
@@ -233,8 +255,9 @@ class Tensor:
             self._const = values[0] if len(values) else 0
 
     def _put(self, arr):
-        if self._storage.kind == "cpu" and self._storage.keep is self._arr:
-            self._arr[:] = arr  # keep the buffer (and data_ptr) of host memory
+        if self._shm is not None or (self._storage.kind == "cpu" and self._storage.keep is self._arr):
+            # keep the buffer: host memory's data_ptr, or a mirror shared with other processes
+            self._arr[:] = arr if self._shm is None else _array.array(self._dtype.code, arr)
         else:
             self._arr = arr
 
@@ -397,7 +420,7 @@ class Tensor:
                 ("cuda", "cuda"): 3}[(src._device.type, self._device.type)]
         n = min(self.nbytes, src.nbytes)
         if kind and n:
-            _native.check(_native.tc.tc_memcpy(self._storage.ptr, src._storage.ptr, n, kind), "cudaMemcpy")
+            _native.memcpy(self._storage.ptr, src._storage.ptr, n, kind)
         dst = self
 
         def work():

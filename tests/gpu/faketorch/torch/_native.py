@@ -51,6 +51,7 @@ _SIGS = {
         "c10_block_info": [u64, P64, P64, P64],
         "c10_stats": [ctypes.POINTER(ctypes.c_int64), i],
         "c10_stat_count": [],
+        "c10_mapping_end": [u64, P64],
         "c10_mem_get_info": [Psz, Psz],
         "c10_device_count": [Pint],
         "c10_set_device": [i],
@@ -64,6 +65,8 @@ _SIGS = {
         "c10_ipc_open": [ctypes.c_char_p, P64],
         "c10_ipc_close": [u64],
         "c10_ipc_open_count": [],
+        "c10_ipc_export_expandable": [u64, sz, ctypes.c_char_p, sz, Psz, P64],
+        "c10_ipc_open_expandable": [ctypes.c_char_p, sz, P64],
     },
     tc: {
         "tc_stream_create": [P64],
@@ -124,6 +127,21 @@ def check_nccl(rc, what):
         return
     text = (tc.tc_nccl_error_string(rc) or b"unknown error").decode(errors="replace")
     raise RuntimeError(f"NCCL error in {what}: {text} (ncclResult {rc})")
+
+
+def memcpy(dst, src, n, kind):
+    """cudaMemcpy of n bytes. The fake driver checks a device range against the
+    one mapping holding it, so a copy over several pages of an expandable
+    segment is made page by page (real torch makes one call)."""
+    dst_dev, src_dev = kind in (1, 3), kind in (2, 3)
+    while n > 0:
+        chunk = n
+        for dev, p in ((dst_dev, dst), (src_dev, src)):
+            end = ctypes.c_uint64(0)
+            if dev and c10.c10_mapping_end(p, ctypes.byref(end)) == 0:
+                chunk = min(chunk, end.value - p)
+        check(tc.tc_memcpy(dst, src, chunk, kind), "cudaMemcpy")
+        dst, src, n = dst + chunk, src + chunk, n - chunk
 
 
 def out64():
