@@ -28,6 +28,8 @@ gpu-test:
 		$(GPU_TEST_OUT)
 
 gpu-script-check: gpu-build $(FAKE_LIBS) $(FAKECUDA13_LIB) $(FAKETORCH_LIBS)
+	@echo "== the fake torch of the dry run (tests/gpu/faketorch/selftest.py)"
+	@$(MAKE) --no-print-directory faketorch-check
 	@echo "== GPU test scripts (dry run on the fake stack)"
 	@bash tests/gpu/script_check.sh $(abspath $(BUILD))
 

@@ -38,7 +38,7 @@ $(FAKETORCH_OUT)/lib/libtorch_cuda.so: $(FAKETORCH_OUT)/obj/torch_cuda.o $(FAKE_
 faketorch: $(FAKETORCH_LIBS)
 
 faketorch-check: $(FAKETORCH_LIBS) $(FAKE_LIBS) $(BUILD)/cutrace $(BUILD)/libcutrace.so
-	BUILD=$(abspath $(BUILD)) python3 $(FAKETORCH_DIR)/selftest.py --build $(abspath $(BUILD))
+	@BUILD=$(abspath $(BUILD)) python3 $(FAKETORCH_DIR)/selftest.py --build $(abspath $(BUILD))
 
 .PHONY: faketorch faketorch-check
 
