@@ -36,22 +36,21 @@ GPU is missing.
 """
 import argparse
 import ctypes
-import json
 import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 
-MIB = 1 << 20
-GIB = 1 << 30
+from sections import GIB, MIB, Facts, Section, first_line, global_graph_with_all_reduce, \
+    run_section, yes_no
+
 IPC_BYTES = 256 * MIB
 IPC_OFFSET = 4 * MIB  # where the importer writes
 PROBE = 16  # bytes read and written through IPC
 TORCH_IPC_ELEMENTS = 8 * MIB  # int64: 64 MiB
 NCCL_BYTES = GIB
 PINNED_BYTES = 64 * MIB
-REPLAYS = 3
 CHILD_TIMEOUT = 180  # seconds a child may take (spawn, import torch, CUDA context)
 SCRIPT = os.path.basename(__file__)
 
@@ -60,57 +59,6 @@ cudaMemcpyHostToDevice = 1
 cudaMemcpyDeviceToHost = 2
 cudaIpcMemLazyEnablePeerAccess = 1
 cudaHostAllocDefault = 0
-
-
-class Facts:
-    """The facts file: one JSON object per line, appended with one write each.
-
-    Opened with O_APPEND, so the lines of this process and of its children
-    (each opens the file itself) never interleave; os.write is unbuffered, so
-    every line is on disk at once. Without a path nothing is written."""
-
-    def __init__(self, path, prog="story"):
-        self.path = path
-        self.prog = prog
-        self.fd = None
-        if path:
-            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def emit(self, event, section, **fields):
-        if self.fd is None:
-            return
-        record = {"prog": self.prog, "pid": os.getpid(), "event": event, "section": section}
-        record.update(fields)
-        os.write(self.fd, (json.dumps(record) + "\n").encode())
-
-
-class Section:
-    """What one section body gets: its data checks and its facts."""
-
-    def __init__(self, name, facts):
-        self.name = name
-        self.facts = facts
-        self.failed = []
-
-    def check(self, what, condition):
-        """A data check: a failure is recorded, and the section goes on."""
-        condition = bool(condition)
-        if not condition:
-            self.failed.append(what)
-        return condition
-
-    def fact(self, event, **fields):
-        self.facts.emit(event, self.name, **fields)
-
-
-def yes_no(b):
-    return "yes" if b else "no"
-
-
-def first_line(e):
-    message = str(e).strip()
-    message = message.splitlines()[0][:200] if message else ""
-    return f"{type(e).__name__}: {message}"
 
 
 # ---- native libraries through ctypes ----
@@ -231,7 +179,7 @@ def ctypes_ipc_child(handle, facts_path, conn):
     """The importer: torch loaded as in a server's worker, then libcudart found
     and called the exporter's way. Sends a dict back; never prints."""
     result = {"error": None, "seen": False, "library": None}
-    facts = Facts(facts_path)
+    facts = Facts(facts_path, "story")
     try:
         import torch
         torch.cuda.set_device(0)
@@ -258,7 +206,7 @@ def torch_ipc_child(inbox, outbox, release, facts_path):
     """The receiver of a CUDA tensor: checks it, changes it, says so, and keeps
     running until the sender has looked (the sender owns the memory)."""
     result = {"error": None, "seen": False}
-    facts = Facts(facts_path)
+    facts = Facts(facts_path, "story")
     try:
         import torch
         torch.cuda.set_device(0)
@@ -494,45 +442,9 @@ class Story:
                 f"cudaHostAlloc, same bytes back: {yes_no(runtime_same)}, cudaFreeHost")
 
     def graph_global(self, sec):
-        torch = self.torch
         dist = self.ensure_dist()
-        static = torch.ones(MIB, device="cuda")
-        # Warm up on a side stream, as torch.cuda.graph's documentation asks.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                y = static * 2
-                dist.all_reduce(y)
-        torch.cuda.current_stream().wait_stream(side)
-        # Global mode is torch.cuda.graph's default (torch/cuda/graphs.py) and
-        # what SGLang (cuda_graph_runner.py) and vLLM capture in. ProcessGroupNCCL's
-        # watchdog never queries events during the capture: no work is handed to
-        # it while the current stream captures (ProcessGroupNCCL.cpp, collective()),
-        # and CUDAGraph::capture_begin waits for it to retire the earlier ones
-        # (CUDAGraph::num_pending_event_queries, aten/src/ATen/cuda/CUDAGraph.cpp).
-        # As the servers do before capturing: synchronize, a barrier (SGLang's
-        # warm-up: synchronize + tp_group.barrier), capture on a side stream
-        # (torch.cuda.graph's own; vLLM's and SGLang's graph_capture()).
-        torch.cuda.synchronize()
-        dist.barrier()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, capture_error_mode="global"):
-            y = static * 2
-            dist.all_reduce(y)
-        results = []
-        for value in range(1, REPLAYS + 1):
-            static.fill_(float(value))
-            g.replay()
-            torch.cuda.synchronize()
-            results.append(bool(torch.all(y == 2 * value)))
-        sec.fact("graph", mode="global", replays=REPLAYS)
-        self.mem_get_info(sec)  # the graph's private pool is live
-        del g
-        correct = sec.check("correct after each replay", all(results))
-        return (f"graph with all_reduce captured in global mode, replayed {REPLAYS} times, "
-                f"correct each time: {yes_no(correct)}")
+        # the graph's private pool is live at the query
+        return global_graph_with_all_reduce(self.torch, dist, sec, after_replays=self.mem_get_info)
 
     def end(self, sec):
         torch = self.torch
@@ -567,7 +479,7 @@ def main():
         print("story_check: torch sees no GPU", file=sys.stderr)
         return 2
 
-    facts = Facts(args.facts)
+    facts = Facts(args.facts, "story")
     story = Story(torch, facts)
     # torch's CUDA context first: the libraries the sections look up are
     # those torch loaded and uses
@@ -575,22 +487,8 @@ def main():
     story.mem_get_info(Section("start", facts))
 
     chosen = [name for name in SECTIONS if not args.section or name in args.section]
-    failures = []
-    for name in chosen + ["end"]:
-        sec = Section(name, facts)
-        try:
-            line = getattr(story, name)(sec)
-        except Exception as e:  # report every failure, go on with the next section
-            detail = "; ".join([f"{what}: no" for what in sec.failed] + [first_line(e)])
-            ok = False
-        else:
-            ok = not sec.failed
-            detail = f"ok, {line}" if ok else "; ".join(
-                [f"{what}: no" for what in sec.failed] + [line])
-        print(f"{name}: {detail}" if ok else f"{name}: FAILED {detail}", flush=True)
-        facts.emit("section", name, name=name, ok=ok, detail=detail)
-        if not ok:
-            failures.append(name)
+    failures = [name for name in chosen + ["end"]
+                if not run_section(name, getattr(story, name), facts)]
     total = len(chosen) + 1
     print(f"result: {total - len(failures)} of {total} sections ok", flush=True)
     return 1 if failures else 0

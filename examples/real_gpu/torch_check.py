@@ -30,86 +30,16 @@ one JSON object per line, appended; see README.md). Exit status: 0 when every
 section passed, 1 when any failed, 2 when torch or a GPU is missing.
 """
 import argparse
-import json
 import os
 import sys
 import tempfile
 
-MIB = 1 << 20
-GIB = 1 << 30
-REPLAYS = 3
+from sections import GIB, MIB, Facts, global_graph_with_all_reduce, run_section, yes_no
+
 PINNED_BYTES = 64 * MIB
 SCRIPT = os.path.basename(__file__)
 
 failures = []
-
-
-class Facts:
-    """The facts file: one JSON object per line, appended with one write each.
-
-    Opened with O_APPEND so that lines of other processes writing the same file
-    never interleave; os.write is unbuffered, so every line is on disk at once.
-    Without a path nothing is written."""
-
-    def __init__(self, path, prog):
-        self.prog = prog
-        self.fd = None
-        if path:
-            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def emit(self, event, section, **fields):
-        if self.fd is None:
-            return
-        record = {"prog": self.prog, "pid": os.getpid(), "event": event, "section": section}
-        record.update(fields)
-        os.write(self.fd, (json.dumps(record) + "\n").encode())
-
-
-class Section:
-    """What one section body gets: its data checks and its facts."""
-
-    def __init__(self, name, facts):
-        self.name = name
-        self.facts = facts
-        self.failed = []
-
-    def check(self, what, condition):
-        """A data check: a failure is recorded, and the section goes on."""
-        condition = bool(condition)
-        if not condition:
-            self.failed.append(what)
-        return condition
-
-    def fact(self, event, **fields):
-        self.facts.emit(event, self.name, **fields)
-
-
-def run_section(name, body, facts):
-    """Runs one section. Its line is "ok, ..." or "skipped ..." when it passed;
-    "FAILED" with the checks that failed, or the exception (type and message
-    head) that stopped it, otherwise."""
-    sec = Section(name, facts)
-    try:
-        line = body(sec)
-    except Exception as e:  # report every failure, go on with the next section
-        message = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-        detail = "; ".join([f"{what}: no" for what in sec.failed] +
-                           [f"{type(e).__name__}: {message}"])
-        ok = False
-    else:
-        ok = not sec.failed
-        if ok:
-            detail = line if line.startswith("skipped") else f"ok, {line}"
-        else:
-            detail = "; ".join([f"{what}: no" for what in sec.failed] + [line])
-    print(f"{name}: {detail}" if ok else f"{name}: FAILED {detail}", flush=True)
-    facts.emit("section", name, name=name, ok=ok, detail=detail)
-    if not ok:
-        failures.append(name)
-
-
-def yes_no(b):
-    return "yes" if b else "no"
 
 
 def main():
@@ -216,53 +146,7 @@ def main():
     def graph(sec):
         if not dist.is_initialized():
             raise RuntimeError("needs the distributed section")
-        static = torch.ones(MIB, device="cuda")
-        # Warm up on a side stream, as torch.cuda.graph's documentation asks.
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                y = static * 2
-                dist.all_reduce(y)
-        torch.cuda.current_stream().wait_stream(side)
-        # Global mode, what the servers capture in (torch.cuda.graph's default
-        # capture_error_mode is "global", torch/cuda/graphs.py; SGLang's
-        # cuda_graph_runner.py and vLLM's model runners use torch.cuda.graph
-        # with that default). In global mode another thread's "unsafe" CUDA
-        # call during the capture, such as ProcessGroupNCCL's watchdog
-        # querying the end event of an earlier collective, would invalidate it.
-        # PyTorch itself prevents that: ProcessGroupNCCL counts every work it
-        # hands to the watchdog (CUDAGraph::inc_pending_event_queries) and
-        # hands none over while the current stream captures (ProcessGroupNCCL.cpp,
-        # collective()), and CUDAGraph::capture_begin waits until the watchdog
-        # has retired the earlier ones ("Waiting for pending NCCL work to finish
-        # before starting graph capture", aten/src/ATen/cuda/CUDAGraph.cpp).
-        # What the servers add before capturing, and so does this: every rank
-        # idle and together, torch.cuda.synchronize() then a barrier (SGLang's
-        # CudaGraphRunner warms up with synchronize + tp_group.barrier), and the
-        # capture on a side stream that waited for the current one
-        # (torch.cuda.graph's own capture stream; vLLM's and SGLang's
-        # GroupCoordinator.graph_capture). torch.cuda.graph synchronizes again
-        # on entry. PyTorch's test_c10d_nccl.py (test_nccl_watchdog_cudagraph)
-        # captures all_reduce in this default mode.
-        torch.cuda.synchronize()
-        dist.barrier()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, capture_error_mode="global"):
-            y = static * 2
-            dist.all_reduce(y)
-        results = []
-        for value in range(1, REPLAYS + 1):
-            static.fill_(float(value))
-            g.replay()
-            torch.cuda.synchronize()
-            results.append(bool(torch.all(y == 2 * value)))
-        sec.fact("graph", mode="global", replays=REPLAYS)
-        del g
-        correct = sec.check("correct after each replay", all(results))
-        return (f"graph with all_reduce captured in global mode, replayed {REPLAYS} times, "
-                f"correct each time: {yes_no(correct)}")
+        return global_graph_with_all_reduce(torch, dist, sec)
 
     def transformers_model(sec):
         try:
@@ -299,7 +183,8 @@ def main():
         sections.append(("transformers", transformers_model))
     sections.append(("end", end))
     for name, body in sections:
-        run_section(name, body, facts)
+        if not run_section(name, body, facts):
+            failures.append(name)
     print(f"result: {len(sections) - len(failures)} of {len(sections)} sections ok", flush=True)
     return 1 if failures else 0
 

@@ -53,7 +53,8 @@ else
     ok "the scripts parse (shellcheck is not installed)"
 fi
 
-pys=(examples/real_gpu/torch_check.py examples/real_gpu/story_check.py tests/gpu/check_trace.py
+pys=(examples/real_gpu/torch_check.py examples/real_gpu/story_check.py examples/real_gpu/sections.py
+    tests/gpu/check_trace.py
     tests/gpu/test_check_trace.py)
 while IFS= read -r f; do pys+=("$f"); done < <(find tests/gpu/faketorch -name '*.py' | LC_ALL=C sort)
 compiled=()
