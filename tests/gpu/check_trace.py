@@ -400,32 +400,39 @@ def nccl_internal(row):
     return "libnccl" in row["module"] and row["api"] != "ncclMemAlloc"
 
 
-def check_holdings(directory, facts_path):
-    facts = load_facts(facts_path, "cuda", "mem_get_info")
-    if not facts:
-        return False, "no mem_get_info facts of prog cuda"
-    by_pid = traces_by_pid(directory)
-    problems, count, peak, cache = [], 0, 0, {}
-    pids = []
+def matched_queries(directory, facts, what, problems):
+    """Each memory-query fact with the trace row it matched, pid by pid in the
+    facts' order: (pid, fact, Trace, seq, effect order). Facts that match no
+    row are appended to problems."""
+    by_pid, cache, pids = traces_by_pid(directory), {}, []
     for fact in facts:
         if fact.get("pid") not in pids:
             pids.append(fact.get("pid"))
     for pid in pids:
         mine = [f for f in facts if f.get("pid") == pid]
-        matched, unmatched = match_queries(mine, files_of(by_pid, pid, "holdings"))
+        matched, unmatched = match_queries(mine, files_of(by_pid, pid, what))
         problems += unmatched
         for fact, (path, seq, _, _, order) in matched:
-            held, host_held = need(fact, "held", "host_held")
             trace = cache[path] = cache.get(path) or Trace(path)
-            live = trace.live(order, lambda a: not nccl_internal(a))
-            device = sum(a["size"] for a in live if a["kind"] in GPU_KINDS)
-            host = sum(a["size"] for a in live if a["kind"] == "host")
-            count += 1
-            peak = max(peak, device)
-            if device != held:
-                problems.append(f"pid {pid} seq {seq}: held {held}, traced {device}")
-            if host != host_held:
-                problems.append(f"pid {pid} seq {seq}: host_held {host_held}, traced host {host}")
+            yield pid, fact, trace, seq, order
+
+
+def check_holdings(directory, facts_path):
+    facts = load_facts(facts_path, "cuda", "mem_get_info")
+    if not facts:
+        return False, "no mem_get_info facts of prog cuda"
+    problems, count, peak = [], 0, 0
+    for pid, fact, trace, seq, order in matched_queries(directory, facts, "holdings", problems):
+        held, host_held = need(fact, "held", "host_held")
+        live = trace.live(order, lambda a: not nccl_internal(a))
+        device = sum(a["size"] for a in live if a["kind"] in GPU_KINDS)
+        host = sum(a["size"] for a in live if a["kind"] == "host")
+        count += 1
+        peak = max(peak, device)
+        if device != held:
+            problems.append(f"pid {pid} seq {seq}: held {held}, traced {device}")
+        if host != host_held:
+            problems.append(f"pid {pid} seq {seq}: host_held {host_held}, traced host {host}")
     if problems:
         return False, f"{count} of {len(facts)} queries matched: {shown(problems)}"
     return True, f"{count} queries, held == traced at each (max {mib(peak)} MiB)"
@@ -435,34 +442,24 @@ def check_reserved(directory, facts_path):
     facts = load_facts(facts_path, "torch", "mem_get_info")
     if not facts:
         return False, "no mem_get_info facts of prog torch"
-    by_pid = traces_by_pid(directory)
-    problems, count, peak, cache, segments_checked = [], 0, 0, {}, 0
-    pids = []
-    for fact in facts:
-        if fact.get("pid") not in pids:
-            pids.append(fact.get("pid"))
-    for pid in pids:
-        mine = [f for f in facts if f.get("pid") == pid]
-        matched, unmatched = match_queries(mine, files_of(by_pid, pid, "reserved"))
-        problems += unmatched
-        for fact, (path, seq, _, _, order) in matched:
-            (reserved,) = need(fact, "reserved")
-            trace = cache[path] = cache.get(path) or Trace(path)
-            live = trace.live(order, lambda a: a["kind"] in ("device", "vmm")
-                              and trace.has_native(a["seq"], C10_CUDA))
-            traced = sum(a["size"] for a in live)
-            count += 1
-            peak = max(peak, traced)
-            if traced != reserved:
-                problems.append(f"pid {pid} seq {seq}: reserved {reserved}, traced "
-                                f"{traced} under libc10_cuda")
-            if fact.get("allocator") == "default":
-                (segments,) = need(fact, "segments")
-                rows = sum(1 for a in live if a["api"] == "cudaMalloc")
-                segments_checked += 1
-                if rows != segments:
-                    problems.append(f"pid {pid} seq {seq}: {segments} segments, {rows} live "
-                                    f"cudaMalloc rows")
+    problems, count, peak, segments_checked = [], 0, 0, 0
+    for pid, fact, trace, seq, order in matched_queries(directory, facts, "reserved", problems):
+        (reserved,) = need(fact, "reserved")
+        live = trace.live(order, lambda a: a["kind"] in ("device", "vmm")
+                          and trace.has_native(a["seq"], C10_CUDA))
+        traced = sum(a["size"] for a in live)
+        count += 1
+        peak = max(peak, traced)
+        if traced != reserved:
+            problems.append(f"pid {pid} seq {seq}: reserved {reserved}, traced "
+                            f"{traced} under libc10_cuda")
+        if fact.get("allocator") == "default":
+            (segments,) = need(fact, "segments")
+            rows = sum(1 for a in live if a["api"] == "cudaMalloc")
+            segments_checked += 1
+            if rows != segments:
+                problems.append(f"pid {pid} seq {seq}: {segments} segments, {rows} live "
+                                f"cudaMalloc rows")
     if problems:
         return False, f"{count} of {len(facts)} queries matched: {shown(problems)}"
     return True, (f"{count} queries, reserved == traced at each (max {mib(peak)} MiB), "
