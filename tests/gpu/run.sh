@@ -284,7 +284,7 @@ pack() {
         echo "$name: traces left out (over ${file_mb} MiB): ${left_out[*]}" >>"$log"
 }
 
-current_step='' child=''
+current_step='' child='' stopped_by=''
 finish() {
     local rc=$?
     trap - EXIT TERM INT HUP
@@ -293,8 +293,10 @@ finish() {
         wait "$child" 2>/dev/null || true
     fi
     if [[ -n $current_step ]]; then
-        record "$current_step: interrupted" FAILED "the test was stopped during this step (status $rc)"
+        record "$current_step: interrupted" FAILED "stopped during this step (${stopped_by:-status $rc})"
         pack "$current_step" || true
+    elif [[ -n $stopped_by ]]; then
+        record "run: interrupted" FAILED "stopped between steps ($stopped_by)"
     fi
     write_summary
     tee -a "$log" <"$summary"
@@ -311,6 +313,7 @@ finish() {
     exit 0
 }
 on_signal() {
+    stopped_by=SIG$1
     echo "run.sh: stopped by SIG$1" >>"$log"
     exit 1 # runs finish() through the EXIT trap
 }
