@@ -11,6 +11,10 @@
 #                     (the fake runtime for nvcc-built code, the fake torch), and
 #                     the checks' own tests (tests/gpu/script_check.sh)
 
+# The dry run's fakes first: the rules below name their outputs.
+include tests/gpu/fakecuda13/fakecuda13.mk
+include tests/gpu/faketorch/faketorch.mk
+
 GPU_TEST_OUT    ?=
 GPU_TEST_BUDGET ?= 420
 GPU             ?= auto
@@ -37,5 +41,3 @@ FORCE:
 
 .PHONY: gpu-build gpu-test gpu-script-check FORCE
 
-include tests/gpu/fakecuda13/fakecuda13.mk
-include tests/gpu/faketorch/faketorch.mk

@@ -117,6 +117,15 @@ if [[ $fake == 1 ]]; then
     export PYTHONPATH=$root/tests/gpu/faketorch${PYTHONPATH:+:$PYTHONPATH}
     export CUTRACE_FAKETORCH_LIB=$build/gpu/faketorch/lib
     export CUTRACE_FAKE_GPU_NAME='NVIDIA H200 (cutrace fake)' CUTRACE_FAKE_GPU_MEM=141G
+    # Without them the toolkit's real libraries would answer, and every check
+    # would fail for a reason that has nothing to do with the script.
+    for f in "$build/fake/libcuda.so.1" "$build/gpu/fake13/libcudart.so.13" \
+        "$CUTRACE_FAKETORCH_LIB/libc10_cuda.so" "$CUTRACE_FAKETORCH_LIB/libtorch_cuda.so"; do
+        [[ -e $f ]] || {
+            echo "FAILED: the dry run needs $f (make gpu-script-check builds it)"
+            exit 1
+        }
+    done
 fi
 
 # ---- is there a GPU, a driver, torch, nvcc? ----
