@@ -48,7 +48,9 @@
 #               fake driver, runtime and NCCL of build/fake, the fake
 #               libcudart.so.13 for nvcc-built code, the fake torch of
 #               tests/gpu/faketorch), so that every step and check runs here;
-#               the numbers are not a GPU's, the code paths are the real ones
+#               the numbers are not a GPU's, the code paths are the real ones;
+#               CUTRACE_GPU_TEST_FAKES names the build directory holding the
+#               fakes (default BUILD)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -113,13 +115,16 @@ examples=$root/examples/real_gpu
 if [[ $fake == 1 ]]; then
     # The fakes must win over the toolkit's libraries the program's rpath
     # names (build.sh links with DT_RUNPATH, below LD_LIBRARY_PATH).
-    export LD_LIBRARY_PATH=$build/gpu/fake13:$build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # The fakes come from CUTRACE_GPU_TEST_FAKES (a build directory; default
+    # BUILD), so that a bare carried build can be dry-run too.
+    fakes=${CUTRACE_GPU_TEST_FAKES:-$build}
+    export LD_LIBRARY_PATH=$fakes/gpu/fake13:$fakes/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PYTHONPATH=$root/tests/gpu/faketorch${PYTHONPATH:+:$PYTHONPATH}
-    export CUTRACE_FAKETORCH_LIB=$build/gpu/faketorch/lib
+    export CUTRACE_FAKETORCH_LIB=$fakes/gpu/faketorch/lib
     export CUTRACE_FAKE_GPU_NAME='NVIDIA H200 (cutrace fake)' CUTRACE_FAKE_GPU_MEM=141G
     # Without them the toolkit's real libraries would answer, and every check
     # would fail for a reason that has nothing to do with the script.
-    for f in "$build/fake/libcuda.so.1" "$build/gpu/fake13/libcudart.so.13" \
+    for f in "$fakes/fake/libcuda.so.1" "$fakes/gpu/fake13/libcudart.so.13" \
         "$CUTRACE_FAKETORCH_LIB/libc10_cuda.so" "$CUTRACE_FAKETORCH_LIB/libtorch_cuda.so"; do
         [[ -e $f ]] || {
             echo "FAILED: the dry run needs $f (make gpu-script-check builds it)"

@@ -175,7 +175,7 @@ cp -p "$build/libcutrace.so" "$build/cutrace" "$stale/"
 echo 0000000000000000 >"$stale/source-hash"
 status=0
 # CC=false: make cannot rebuild, as on a machine without the build's packages.
-CC=false BUILD=$stale CUTRACE_GPU_TEST_FAKE=1 bash tests/gpu/run.sh --budget 30 "$scratch/s1" \
+CC=false BUILD=$stale CUTRACE_GPU_TEST_FAKES=$build CUTRACE_GPU_TEST_FAKE=1 bash tests/gpu/run.sh --budget 30 "$scratch/s1" \
     >/dev/null 2>&1 || status=$?
 grep -q "FAILED.*stale build" "$scratch/s1/summary.txt" ||
     fail "a stale build was not reported: $(cat "$scratch/s1/summary.txt")"
