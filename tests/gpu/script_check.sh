@@ -8,6 +8,9 @@
 #   - the checkers' own tests pass (tests/gpu/test_check_trace.py: each check
 #     catches the lie it exists for);
 #   - without a GPU, run.sh skips (auto) or fails saying why (--gpu required);
+#   - the road a GPU machine takes, on stand-ins (a device node, nvidia-smi,
+#     the fake driver and torch): --gpu required gets past detection and
+#     writes the machine's facts, and fails naming a driver it cannot load;
 #   - the dry run: the whole of run.sh on the fake stack (CUTRACE_GPU_TEST_FAKE=1:
 #     the fake driver, runtime and NCCL, the fake libcudart.so.13 under the
 #     nvcc-built program, the fake torch), and every row it must produce is
@@ -97,6 +100,43 @@ else
         fail "run.sh --gpu required without a GPU: status $status, printed '$out'"
     ok "without a GPU: auto skips (status 0), --gpu required fails saying why (status 1)"
 fi
+
+# ---- the real road, walked on the fake stack ----
+
+# What a GPU machine answers (a device node, nvidia-smi, a driver that
+# initialises, a torch that sees the GPU) given by stand-ins, so that run.sh's
+# own detection, --gpu required and the machine's facts run here too.
+stand_in=$scratch/stand-in
+mkdir -p "$stand_in/bin"
+: >"$stand_in/nvidia0"
+cat >"$stand_in/bin/nvidia-smi" <<'EOF'
+#!/bin/sh
+case "$*" in
+-L) echo "GPU 0: NVIDIA H200 (stand-in) (UUID: GPU-00000000-0000-0000-0000-000000000000)" ;;
+--query-gpu=*) echo "NVIDIA H200 (stand-in), 580.00.00, 143771 MiB" ;;
+*) echo "stand-in nvidia-smi: $*" ;;
+esac
+EOF
+chmod +x "$stand_in/bin/nvidia-smi"
+road() {
+    env -u CUTRACE_GPU_TEST_FAKE PATH="$stand_in/bin:$PATH" GPU_TEST_DEVICE_NODES="$stand_in/nvidia0" \
+        CUTRACE_FAKE_STATE="$stand_in/state" PYTHONPATH="$root/tests/gpu/faketorch" \
+        CUTRACE_FAKETORCH_LIB="$build/gpu/faketorch/lib" "$@"
+}
+status=0
+out=$(road LD_LIBRARY_PATH="$build/gpu/fake13:$build/fake" BUILD="$build" \
+    bash tests/gpu/run.sh --gpu required --budget 30 "$scratch/road" 2>&1) || status=$?
+[[ $status == 3 ]] || fail "the real road on stand-ins: status $status, not 3: $out"
+grep -q "^machine: GPU, driver, torch, nvcc .* ok .*NVIDIA H200 (stand-in), 580.00.00.*; torch: ok" \
+    "$scratch/road/summary.txt" || fail "the real road's machine row: $(cat "$scratch/road/summary.txt")"
+grep -q "stand-in nvidia-smi" "$scratch/road/machine.txt" || fail "machine.txt lacks nvidia-smi's output"
+status=0
+# No libcuda.so.1 to be found: the driver check must say so.
+out=$(road LD_LIBRARY_PATH="$scratch/nowhere" BUILD="$build" \
+    bash tests/gpu/run.sh --gpu required "$scratch/road2" 2>/dev/null) || status=$?
+[[ $status == 1 && $out == "FAILED: no usable GPU: the driver does not work: no libcuda.so.1"* ]] ||
+    fail "a GPU without a working driver: status $status, printed '$out'"
+ok "the real road on stand-ins: --gpu required passes detection (exit 3 on a 30 s budget), fails without a driver"
 
 # ---- the dry run ----
 
