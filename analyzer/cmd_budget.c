@@ -15,6 +15,7 @@
 #include "json.h"
 #include "table.h"
 #include "trace.h"
+#include "traceset.h"
 #include "units.h"
 
 #include <assert.h>

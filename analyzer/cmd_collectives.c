@@ -24,6 +24,7 @@
 #include "nccl.h"
 #include "table.h"
 #include "trace.h"
+#include "traceset.h"
 #include "units.h"
 
 #include <assert.h>

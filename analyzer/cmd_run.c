@@ -11,6 +11,7 @@
  * nice(1), so they cannot be mistaken for the program's own status.
  */
 #include "cli.h"
+#include "traceset.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -172,12 +173,6 @@ struct name_list {
     size_t count, cap;
 };
 
-static bool is_trace_name(const char *name)
-{
-    size_t len = strlen(name);
-    return len > 3 && strcmp(name + len - 3, ".db") == 0;
-}
-
 static void list_traces(const char *dir, struct name_list *list)
 {
     DIR *d = opendir(dir);
@@ -185,7 +180,7 @@ static void list_traces(const char *dir, struct name_list *list)
         return;
     struct dirent *entry;
     while ((entry = readdir(d)) != NULL) {
-        if (!is_trace_name(entry->d_name))
+        if (!trace_set_is_trace_name(entry->d_name))
             continue;
         list->names = xgrow(list->names, &list->cap, list->count + 1, sizeof(*list->names));
         list->names[list->count++] = xstrdup(entry->d_name);

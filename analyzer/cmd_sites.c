@@ -21,6 +21,7 @@
 #include "stacks.h"
 #include "table.h"
 #include "trace.h"
+#include "traceset.h"
 #include "units.h"
 
 #include <ctype.h>

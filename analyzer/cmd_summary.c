@@ -38,6 +38,7 @@
 #include "nccl.h"
 #include "table.h"
 #include "trace.h"
+#include "traceset.h"
 #include "units.h"
 
 #include <assert.h>

@@ -32,6 +32,7 @@
 #include "json.h"
 #include "table.h"
 #include "trace.h"
+#include "traceset.h"
 #include "units.h"
 
 #include <assert.h>

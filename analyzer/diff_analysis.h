@@ -31,6 +31,7 @@
 #include "gpumodel.h"
 #include "stacks.h"
 #include "trace.h"
+#include "traceset.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -31,6 +31,7 @@
 #define CUTRACE_ANALYZER_GPUMODEL_H
 
 #include "trace.h"
+#include "traceset.h"
 
 #include <stdbool.h>
 #include <stddef.h>

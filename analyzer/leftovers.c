@@ -13,7 +13,6 @@
 
 #include "cli.h"
 #include "owner.h"
-#include "recover.h"
 
 #include "cutrace/format.h"
 
@@ -307,16 +306,16 @@ static void clean_ring_tmp(struct leftover *l)
         } else if (directory_writable(l)) {
             /* Gone by the process table; the lock must agree (a child that
              * inherited the fd may hold it still). */
-            switch (recover_ring_lock(fd)) {
-            case RECOVER_LOCK_HELD:
+            switch (owner_ring_lock(fd)) {
+            case OWNER_RING_HELD:
                 l->status = LEFTOVER_LIVE;
                 l->why = NULL;
                 break;
-            case RECOVER_LOCK_FAILED:
+            case OWNER_RING_FAILED:
                 failed(l, false, "cannot lock it (%s), so cannot tell whether its process lives",
                        strerror(errno));
                 break;
-            case RECOVER_LOCK_TAKEN: {
+            case OWNER_RING_TAKEN: {
                 /* Still the file we locked, and removed under the lock. */
                 struct stat now;
                 if (lstat(l->path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)
@@ -339,8 +338,7 @@ static bool says_running(sqlite3 *db, bool *readable)
     char *state;
     bool found, is_integer;
     int64_t integer;
-    *readable =
-        recover_meta_get(db, "end_state", &found, &state, &integer, &is_integer) == SQLITE_OK;
+    *readable = trace_meta_get(db, "end_state", &found, &state, &integer, &is_integer) == SQLITE_OK;
     bool running = *readable && (!found || !state || strcmp(state, "running") == 0);
     free(state);
     return running;

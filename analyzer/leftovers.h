@@ -25,7 +25,7 @@
  * <host>-<pid>-<start_wall_ns>[-N] of the name (tracefile.h), or, where the
  * file says more, its ring header's or process row's pid, start times and
  * boot id; it must be of this host, and owner.h judges whether it is gone.
- * A .ring.tmp is never removed while its lock is held (recover_ring_lock).
+ * A .ring.tmp is never removed while its lock is held (owner_ring_lock).
  * A live process's files are never touched.
  */
 #ifndef CUTRACE_ANALYZER_LEFTOVERS_H

@@ -22,6 +22,8 @@
  */
 #include "owner.h"
 
+#include "../preload/core/ring.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -162,4 +165,21 @@ enum owner_state owner_judge(const struct owner *o, const char **why)
         return OWNER_GONE;
     }
     return OWNER_MAY_LIVE;
+}
+
+/*
+ * A live process holds a POSIX write lock on its ring (ring 6 on): it is the
+ * process's own, so no child keeps it after the process dies, however the
+ * child was made. F_GETLK only asks and needs no write access. The flock
+ * after it is what builds before ring 6 hold for their life, and what two
+ * cutraces folding at once exclude each other with.
+ */
+enum owner_ring owner_ring_lock(int fd)
+{
+    int held = ct_ring_lock_held(fd);
+    if (held != 0)
+        return held > 0 ? OWNER_RING_HELD : OWNER_RING_FAILED;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return OWNER_RING_TAKEN;
+    return errno == EWOULDBLOCK ? OWNER_RING_HELD : OWNER_RING_FAILED;
 }

@@ -41,4 +41,14 @@ enum owner_state owner_judge(const struct owner *o, const char **why);
  * that fails). Static storage. */
 const char *owner_host(void);
 
+/*
+ * The liveness test of a ring file open at fd: its process holds the ring's
+ * lock from before the ring is formatted until it dies, and the kernel drops
+ * it then. OWNER_RING_TAKEN: the process is gone, and the lock is now ours
+ * until fd is closed, so no other cutrace works on the file meanwhile;
+ * OWNER_RING_HELD: it is alive; OWNER_RING_FAILED: errno says why.
+ */
+enum owner_ring { OWNER_RING_TAKEN, OWNER_RING_HELD, OWNER_RING_FAILED };
+enum owner_ring owner_ring_lock(int fd);
+
 #endif

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "leftovers.h"
+#include "owner.h"
 #include "trace.h"
 
 #include "../preload/core/ring.h"
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -431,34 +431,6 @@ static bool sqlite_blank(const char *path)
     return blank;
 }
 
-int recover_meta_get(struct sqlite3 *db, const char *key, bool *found, char **text,
-                     int64_t *integer, bool *is_integer)
-{
-    *found = false;
-    *text = NULL;
-    *is_integer = false;
-    sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(db, "SELECT value, typeof(value) FROM meta WHERE key = ?", -1,
-                                &stmt, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(stmt);
-        if (rc == SQLITE_ROW) {
-            *found = true;
-            *text = col_text(stmt, 0);
-            const unsigned char *type = sqlite3_column_text(stmt, 1);
-            *is_integer = type && strcmp((const char *)type, "integer") == 0;
-            *integer = sqlite3_column_int64(stmt, 0);
-            rc = SQLITE_OK;
-        } else if (rc == SQLITE_DONE) {
-            rc = SQLITE_OK;
-        }
-    }
-    sqlite3_finalize(stmt);
-    return rc;
-}
-
 static int exec_sql(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
@@ -650,7 +622,7 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     bool found, is_int;
     char *text;
     int64_t value = 0;
-    rc = recover_meta_get(db, "end_state", &found, &text, &value, &is_int);
+    rc = trace_meta_get(db, "end_state", &found, &text, &value, &is_int);
     if (rc != 0)
         return rc;
     r->end_state_before = text; /* r owns it now */
@@ -672,14 +644,14 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     }
     /* The ring's count only grows, and the writer stored a past value of it. */
     if (rc == 0 && r->dropped > 0) {
-        rc = recover_meta_get(db, "dropped_records", &found, &text, &value, &is_int);
+        rc = trace_meta_get(db, "dropped_records", &found, &text, &value, &is_int);
         free(text);
         text = NULL;
         if (rc == 0 && !(found && is_int && value >= r->dropped))
             rc = ct_store_set_meta_int(store, "dropped_records", r->dropped);
     }
     if (rc == 0)
-        rc = recover_meta_get(db, "recovered_records", &found, &text, &value, &is_int);
+        rc = trace_meta_get(db, "recovered_records", &found, &text, &value, &is_int);
     free(text);
     if (rc != 0)
         return rc;
@@ -755,23 +727,6 @@ static enum recover_status fold(struct recover_result *r, const struct ct_ring *
 
 /* ---- one ring ---- */
 
-/*
- * A live process holds a POSIX write lock on its ring (ring 6 on): it is the
- * process's own, so no child keeps it after the process dies, however the
- * child was made. F_GETLK only asks and needs no write access. The flock
- * after it is what builds before ring 6 hold for their life, and what two
- * cutraces folding at once exclude each other with.
- */
-enum recover_lock recover_ring_lock(int fd)
-{
-    int held = ct_ring_lock_held(fd);
-    if (held != 0)
-        return held > 0 ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-        return RECOVER_LOCK_TAKEN;
-    return errno == EWOULDBLOCK ? RECOVER_LOCK_HELD : RECOVER_LOCK_FAILED;
-}
-
 /* Reads and checks the header of the open ring: RECOVER_FOLDED when sound. */
 static enum recover_status read_header(int fd, struct recover_result *r, struct ct_ring_header *h,
                                        struct stat *st)
@@ -803,14 +758,14 @@ static enum recover_status recover_open_ring(int fd, struct recover_result *r)
      */
     if (read_header(fd, r, &h, &st) != RECOVER_FOLDED)
         return r->status;
-    switch (recover_ring_lock(fd)) {
-    case RECOVER_LOCK_TAKEN:
+    switch (owner_ring_lock(fd)) {
+    case OWNER_RING_TAKEN:
         break;
-    case RECOVER_LOCK_HELD:
+    case OWNER_RING_HELD:
         r->pid = h.pid;
         r->status = RECOVER_LIVE;
         return RECOVER_LIVE;
-    case RECOVER_LOCK_FAILED:
+    case OWNER_RING_FAILED:
         return not_folded(r, false, "cannot lock it (%s), so cannot tell whether its process lives",
                           strerror(errno));
     }

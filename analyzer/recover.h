@@ -70,23 +70,6 @@ struct recover_result {
     char *unlink_error;      /* folded, but the ring could not be deleted */
 };
 
-/*
- * The liveness test of a ring file open at fd: its process holds the ring's
- * lock from before the ring is formatted until it dies, and the kernel drops
- * it then. RECOVER_LOCK_TAKEN: the process is gone, and the lock is now ours
- * until fd is closed, so no other cutrace works on the file meanwhile;
- * RECOVER_LOCK_HELD: it is alive; RECOVER_LOCK_FAILED: errno says why.
- */
-enum recover_lock { RECOVER_LOCK_TAKEN, RECOVER_LOCK_HELD, RECOVER_LOCK_FAILED };
-enum recover_lock recover_ring_lock(int fd);
-
-/* meta's value for key in an open trace: *found tells a missing row; *text
- * (malloc'd) is NULL for a NULL value; *integer is set when the value is an
- * integer. An SQLite code. */
-struct sqlite3;
-int recover_meta_get(struct sqlite3 *db, const char *key, bool *found, char **text,
-                     int64_t *integer, bool *is_integer);
-
 /* Folds one ring (see above). Fills *r (free it with recover_result_free)
  * and returns r->status. Prints nothing. */
 enum recover_status recover_ring(const char *ring_path, struct recover_result *r);

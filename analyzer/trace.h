@@ -82,30 +82,10 @@ int trace_effect_order_check(struct trace *t);
  */
 int trace_check_usable(struct trace *t, const char *object, const char *sql);
 
-struct trace_set {
-    char *path; /* the directory (or single file) given by the user */
-    struct trace *traces;
-    size_t count; /* >= 1 once opened */
-};
-
-/*
- * Opens `path`: a directory of traces (every *.db in it, sorted by name), or
- * one trace file. On any problem prints "cutrace: <file>: <problem>" to
- * stderr and returns -1 with nothing left open; returns 0 otherwise.
- *
- * First it folds the crash buffers of killed processes (the directory's
- * .ring files, or the one beside the file) into their traces, silently
- * (recover_fold_quietly in recover.h), so that every report sees the
- * records a killed process left behind: a corrupt ring is bad input like a
- * corrupt trace; one that cannot be written (read-only directory) costs one
- * warning line on stderr and the report goes on without its records.
- */
-int trace_set_open(struct trace_set *set, const char *path);
-void trace_set_close(struct trace_set *set);
-
 /*
  * Opens and validates one trace file. Returns 0, or -1 with t->error set
- * (t must then still be closed). Used by trace_set_open; exposed for tests.
+ * (t must then still be closed). Used by trace_set_open (traceset.h); exposed
+ * for tests.
  */
 int trace_open(struct trace *t, const char *path);
 
@@ -167,5 +147,11 @@ bool trace_identity_from_file_name(const char *file, int64_t *pid, int64_t *star
  * "integer overflow" on a damaged trace; byte and time totals use ct_sum.
  */
 #define TRACE_SUM_FUNCTION "ct_sum"
+
+/* meta's value for key in an open trace: *found tells a missing row; *text
+ * (malloc'd) is NULL for a NULL value; *integer is set when the value is an
+ * integer. An SQLite code. */
+int trace_meta_get(sqlite3 *db, const char *key, bool *found, char **text, int64_t *integer,
+                   bool *is_integer);
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "sqlfiles.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -21,8 +22,6 @@
 
 #include <sqlite3.h>
 
-#include "tracedir.h"
-
 typedef int (*open_fn)(const char *, int, int);
 typedef int (*unlink_fn)(const char *);
 typedef int (*stat_fn)(const char *, struct stat *);
@@ -31,10 +30,18 @@ typedef int (*access_fn)(const char *, int);
 enum { CALL_OPEN, CALL_UNLINK, CALL_STAT, CALL_LSTAT, CALL_ACCESS, CALL_COUNT };
 static sqlite3_syscall_ptr real[CALL_COUNT]; /* SQLite's own, for paths elsewhere */
 
+/* The first confine's, set before the calls are installed and never again. */
+static const struct ct_sqlfiles_dir *trace_dir;
+
+static const struct ct_sqlfiles_dir *dir_ops(void)
+{
+    return __atomic_load_n(&trace_dir, __ATOMIC_ACQUIRE);
+}
+
 /* The trace directory's descriptor for path, or -1: errno EXDEV means "not ours, pass it on". */
 static int dir_of(const char *path, const char **name)
 {
-    return path ? ct_tracedir_at(path, name) : (errno = EXDEV, -1);
+    return path ? dir_ops()->at(path, name) : (errno = EXDEV, -1);
 }
 
 static int confined_open(const char *path, int flags, int mode)
@@ -52,7 +59,7 @@ static int confined_open(const char *path, int flags, int mode)
         return fcntl(dir, F_DUPFD_CLOEXEC, 3);
     }
     int fd = openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode & 0600);
-    if (fd >= 0 && !ct_tracedir_owns(fd)) {
+    if (fd >= 0 && !dir_ops()->owns(fd)) {
         close(fd); /* opened, never read or written */
         errno = EACCES;
         return -1;
@@ -145,8 +152,11 @@ static void install(void)
     failure = NULL;
 }
 
-bool ct_sqlfiles_confine(char *why, size_t cap)
+bool ct_sqlfiles_confine(const struct ct_sqlfiles_dir *dir, char *why, size_t cap)
 {
+    assert(dir && dir->at && dir->owns);
+    const struct ct_sqlfiles_dir *none = NULL;
+    __atomic_compare_exchange_n(&trace_dir, &none, dir, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     pthread_once(&once, install);
     if (failure)
         snprintf(why, cap, "%s", failure);

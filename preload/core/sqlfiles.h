@@ -18,7 +18,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Installs the calls, once; false (and a reason in why) if SQLite refuses them. */
-bool ct_sqlfiles_confine(char *why, size_t cap);
+/*
+ * The trace directory, as the confined calls ask it: `at` gives the
+ * directory's descriptor and the name in it for a path there (-1 with errno
+ * EXDEV for a path elsewhere), `owns` whether a file opened there is the
+ * tracer's own. Passed in by the directory's owner (tracedir.c), which
+ * installs the calls, so that this file needs nothing of it.
+ */
+struct ct_sqlfiles_dir {
+    int (*at)(const char *path, const char **name);
+    bool (*owns)(int fd);
+};
+
+/* Installs the calls, once, answering from dir (static storage; the first
+ * call's is kept: the tracer has one trace directory); false (and a reason
+ * in why) if SQLite refuses them. */
+bool ct_sqlfiles_confine(const struct ct_sqlfiles_dir *dir, char *why, size_t cap);
 
 #endif

@@ -213,7 +213,8 @@ int ct_tracedir_use(const char *dir, char *why, size_t cap)
         errno = EPERM;
         return -1;
     }
-    if (!ct_sqlfiles_confine(why, cap)) {
+    static const struct ct_sqlfiles_dir self = {.at = ct_tracedir_at, .owns = ct_tracedir_owns};
+    if (!ct_sqlfiles_confine(&self, why, cap)) {
         close(fd);
         errno = ENOSYS;
         return -1;

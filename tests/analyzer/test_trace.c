@@ -6,6 +6,7 @@
 #include "scenarios.h"
 #include "test_support.h"
 #include "trace.h"
+#include "traceset.h"
 #include "trace_fixture.h"
 
 #include "cutrace/format.h"
