@@ -9,6 +9,8 @@
 #   python-tests       per installed CPython 3.10-3.14: the frame layout tables
 #                      and the line-table decoder (tests/python/*.mk); the
 #                      frames themselves are the integration suite `pyframes`
+#   layout-check       no include circles in the analyzer or the preload
+#                      (tests/layout/check_includes.py)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
@@ -50,7 +52,11 @@ unit-tests: hook-template-check $(BUILD)/tests/unit_tests $(BUILD)/asan/tests/un
 	@CK_RUN_SUITE=ring TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
 	@CK_RUN_SUITE=writer TSAN_OPTIONS=halt_on_error=1 $(BUILD)/tsan/tests/unit_tests
 
-.PHONY: unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
+layout-check:
+	@echo "== include circles"
+	@python3 tests/layout/check_includes.py
+
+.PHONY: layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
 
 python-tests: python-layout-check python-pylines-check
 
@@ -153,6 +159,6 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit-tests fake-tests analyzer-tests python-tests \
+	@$(MAKE) --no-print-directory layout-check unit-tests fake-tests analyzer-tests python-tests \
 		integration-tests gpu-script-check demo-check
 	@echo "== all tests passed"
