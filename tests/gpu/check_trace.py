@@ -29,8 +29,10 @@ sqlite3 CLI and no package beyond the standard library.
                                               their live cudaMalloc rows == "segments"
     check_trace.py context CUTRACE DIR LO_MIB HI_MIB
                                               unexplained memory (timeline) at each process's
-                                              first memory query in [LO_MIB, HI_MIB]; reports
-                                              it and its spread over the process's queries
+                                              first memory query, divided by the processes
+                                              alive on that GPU then (their contexts), in
+                                              [LO_MIB, HI_MIB]; reports it and its spread
+                                              over the process's queries
     check_trace.py ends DIR                   every trace ended 'exit', no writer_error, no
                                               recovered_records, no dropped_records
     check_trace.py warnings FILE...           no "cutrace:" line in the files but `cutrace
@@ -51,6 +53,8 @@ sqlite3 CLI and no package beyond the standard library.
                                               (when `cutrace --help` lists it) exit with a
                                               status docs/cli.md calls success and print
                                               something; no file of either directory changes
+                                              beyond the rows `sites` adds to a trace's
+                                              symbols table (docs/cli.md, sites: Names)
     check_trace.py ipc-facts DIR FACTS        every ipc_export / ipc_open fact's handle is
                                               exported / opened in its pid's trace; at least
                                               one handle exported and opened, by other pids

@@ -373,18 +373,22 @@ run() {
 timed_out() { [[ $1 == 124 || $1 == 137 ]]; }
 
 # pair STEP NAME CMD...: CMD untraced, then traced into work/STEP/NAME-trace,
-# with NCCL's warnings in files of their own. Sets rc_u and rc_t.
+# with NCCL's warnings in files of their own. Sets rc_u and rc_t, and ns_u
+# and ns_t, the wall time of each.
 pair() {
-    local name=$2 d=$work/$1
+    local name=$2 d=$work/$1 t0 t1
     shift 2
     mkdir -p "$d/nccl"
     rc_u=0 rc_t=0
+    t0=$(date +%s%N)
     NCCL_DEBUG_FILE=$d/nccl/$name-untraced.%h.%p.log \
         run "$d/$name.untraced.out" "$d/$name.untraced.err" "$@" \
         --facts "$d/$name.untraced.facts" || rc_u=$?
+    t1=$(date +%s%N)
     NCCL_DEBUG_FILE=$d/nccl/$name-traced.%h.%p.log \
         run "$d/$name.traced.out" "$d/$name.traced.err" "$cutrace" run -o "$d/$name-trace" -- "$@" \
         --facts "$d/$name.traced.facts" || rc_t=$?
+    ns_u=$((t1 - t0)) ns_t=$(($(date +%s%N) - t1))
 }
 
 # check NAME CMD...: one table row from a checker (its last line is the
@@ -623,19 +627,9 @@ torch_times() { # a pair's wall times, for the overhead
     best_u=$u best_t=$t
 }
 torch_pair() { # NAME ARGS...: one timed pair of the torch script
-    local t0 t1 t2 name=$1 d=$work/$current_step
+    local name=$1 d=$work/$current_step
     shift
-    rc_u=0 rc_t=0
-    mkdir -p "$d/nccl"
-    t0=$(date +%s%N)
-    NCCL_DEBUG_FILE=$d/nccl/$name-untraced.%h.%p.log \
-        run "$d/$name.untraced.out" "$d/$name.untraced.err" "$python" "$examples/torch_check.py" "$@" \
-        --facts "$d/$name.untraced.facts" || rc_u=$?
-    t1=$(date +%s%N)
-    NCCL_DEBUG_FILE=$d/nccl/$name-traced.%h.%p.log \
-        run "$d/$name.traced.out" "$d/$name.traced.err" "$cutrace" run -o "$d/$name-trace" -- \
-        "$python" "$examples/torch_check.py" "$@" --facts "$d/$name.traced.facts" || rc_t=$?
-    t2=$(date +%s%N)
+    pair "$current_step" "$name" "$python" "$examples/torch_check.py" "$@"
     if cmp -s "$d/$name.untraced.out" "$d/$name.traced.out" && [[ $rc_u == "$rc_t" ]]; then
         same_pairs=$((same_pairs + 1))
     else
@@ -643,7 +637,7 @@ torch_pair() { # NAME ARGS...: one timed pair of the torch script
     fi
     if ! timed_out "$rc_u" && ! timed_out "$rc_t"; then
         done_pairs=$((done_pairs + 1))
-        torch_times $((t1 - t0)) $((t2 - t1))
+        torch_times "$ns_u" "$ns_t"
     fi
 }
 

@@ -7,17 +7,17 @@
  * What nvcc emits, and what it gets here:
  *
  *   - before main, per translation unit: __cudaRegisterFatBinary(&wrapper),
- *     one __cudaRegisterFunction(handle, host stub, device name, ...) per
+ *     one __cudaRegisterFunction(handle, host launcher, device name, ...) per
  *     kernel, __cudaRegisterFatBinaryEnd(handle); at exit
  *     __cudaUnregisterFatBinary(handle). The fake keeps the table of
- *     registered kernels (host stub address -> device name); the device code
+ *     registered kernels (host launcher address -> device name); the device code
  *     itself is never loaded (there is no GPU to load it on).
  *   - a launch `k<<<grid, block, shmem, stream>>>(args)`: the caller pushes the
- *     configuration (__cudaPushCallConfiguration), the host stub pops it
+ *     configuration (__cudaPushCallConfiguration), the host launcher pops it
  *     (__cudaPopCallConfiguration), then, CUDA 13, asks once for the kernel's
  *     handle (__cudaGetKernel) and launches it (__cudaLaunchKernel or
- *     __cudaLaunchKernel_ptsz). With -D__NV_LEGACY_LAUNCH the stub calls
- *     cudaLaunchKernel(host stub, ...) instead.
+ *     __cudaLaunchKernel_ptsz). With -D__NV_LEGACY_LAUNCH the launcher calls
+ *     cudaLaunchKernel(host launcher, ...) instead.
  *
  * A launch checks what the real runtime checks before it reaches the GPU: a
  * registered kernel (cudaErrorInvalidDeviceFunction otherwise), a non-empty
@@ -83,7 +83,7 @@ struct module {
 
 /* A registered kernel: its cudaKernel_t is the address of this struct. */
 struct kernel {
-    const void *host_fun; /* the host stub nvcc made */
+    const void *host_fun; /* the host launcher nvcc made */
     struct module *module;
     struct kernel *next;
 };
@@ -167,7 +167,7 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
                             const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
                             dim3 *bDim, dim3 *gDim, int *wSize)
 {
-    (void)deviceFun; /* the device code is never loaded: only the stub is looked up */
+    (void)deviceFun; /* the device code is never loaded: only the launcher is looked up */
     (void)deviceName;
     (void)thread_limit;
     (void)tid;
@@ -191,8 +191,8 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
         free(k);
 }
 
-/* The kernel registered for host stub fn, or NULL. Called with g_reg_mu held. */
-static struct kernel *kernel_by_stub(const void *fn)
+/* The kernel registered for host launcher fn, or NULL. Called with g_reg_mu held. */
+static struct kernel *kernel_by_launcher(const void *fn)
 {
     for (struct module *m = g_modules; m; m = m->next)
         for (struct kernel *k = m->kernels; k; k = k->next)
@@ -213,7 +213,7 @@ static int kernel_known(const struct kernel *want)
 unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
                                      struct CUstream_st *stream)
 {
-    /* Non-zero: the launch expression skips the call of the stub. */
+    /* Non-zero: the launch expression skips the call of the launcher. */
     if (t_depth == CONFIG_DEPTH)
         return 1;
     t_configs[t_depth++] = (struct config){gridDim, blockDim, sharedMem, stream};
@@ -238,7 +238,7 @@ cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *funcAddr)
     if (!kernel)
         return cudaErrorInvalidValue;
     pthread_mutex_lock(&g_reg_mu);
-    struct kernel *k = kernel_by_stub(funcAddr);
+    struct kernel *k = kernel_by_launcher(funcAddr);
     pthread_mutex_unlock(&g_reg_mu);
     *kernel = (cudaKernel_t)k;
     return k ? cudaSuccess : cudaErrorInvalidDeviceFunction;
@@ -292,11 +292,11 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 bloc
     return launch_kernel(kernel, gridDim, blockDim, sharedMem, stream, 1);
 }
 
-static cudaError_t launch_stub(const void *func, dim3 grid, dim3 block, size_t shmem,
-                               cudaStream_t stream, int ptsz)
+static cudaError_t launch_registered(const void *func, dim3 grid, dim3 block, size_t shmem,
+                                     cudaStream_t stream, int ptsz)
 {
     pthread_mutex_lock(&g_reg_mu);
-    int known = kernel_by_stub(func) != NULL;
+    int known = kernel_by_launcher(func) != NULL;
     pthread_mutex_unlock(&g_reg_mu);
     return launch(known, grid, block, shmem, stream, ptsz);
 }
@@ -305,12 +305,12 @@ cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void
                              size_t sharedMem, cudaStream_t stream)
 {
     (void)args;
-    return launch_stub(func, gridDim, blockDim, sharedMem, stream, 0);
+    return launch_registered(func, gridDim, blockDim, sharedMem, stream, 0);
 }
 
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                   size_t sharedMem, cudaStream_t stream)
 {
     (void)args;
-    return launch_stub(func, gridDim, blockDim, sharedMem, stream, 1);
+    return launch_registered(func, gridDim, blockDim, sharedMem, stream, 1);
 }

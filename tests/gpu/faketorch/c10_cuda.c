@@ -16,6 +16,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,26 +214,27 @@ static int split_block(struct block *b, size_t size)
     return 0;
 }
 
+/* True if b has a free next block in the same mapped state, which it then absorbs. */
+static bool absorb_next(struct block *b)
+{
+    struct block *n = b->next;
+    if (!n || n->allocated || n->mapped != b->mapped)
+        return false;
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next)
+        n->next->prev = b;
+    free(n);
+    return true;
+}
+
 /* Merges b with its free neighbours of the same mapped state; returns the result. */
 static struct block *merge_free(struct block *b)
 {
     struct block *p = b->prev;
-    if (p && !p->allocated && p->mapped == b->mapped) {
-        p->size += b->size;
-        p->next = b->next;
-        if (b->next)
-            b->next->prev = p;
-        free(b);
+    if (p && !p->allocated && absorb_next(p))
         b = p;
-    }
-    struct block *n = b->next;
-    if (n && !n->allocated && n->mapped == b->mapped) {
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next)
-            n->next->prev = b;
-        free(n);
-    }
+    absorb_next(b);
     return b;
 }
 
