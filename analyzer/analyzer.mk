@@ -3,14 +3,14 @@
 #   make build/cutrace     the CLI (static SQLite; no other dependency)
 #   make analyzer-tests    Check tests, plain and under ASan+UBSan
 #
-# Every analyzer/*.c is part of the CLI, so a new subcommand needs no change
-# here; analyzer/cutrace.c holds main() and is left out of the test binary.
-# Crash recovery (analyzer/recover.c) reads rings and writes traces with the
+# Every .c under analyzer/ is part of the CLI, so a new subcommand, model or
+# replay needs no change here; analyzer/cutrace.c holds main() and is left out of the test binary.
+# Crash recovery (analyzer/recover/recover.c) reads rings and writes traces with the
 # tracer's own code, compiled here with the analyzer's flags: the ring
 # protocol and the SQL of a trace then exist once.
 
 ANALYZER_CORE_SRCS := preload/core/ring.c preload/core/store.c preload/core/pylines.c
-ANALYZER_SRCS      := $(sort $(wildcard analyzer/*.c)) $(ANALYZER_CORE_SRCS)
+ANALYZER_SRCS      := $(sort $(wildcard analyzer/*.c analyzer/*/*.c)) $(ANALYZER_CORE_SRCS)
 ANALYZER_LIB_SRCS  := $(filter-out analyzer/cutrace.c,$(ANALYZER_SRCS))
 ANALYZER_TEST_SRCS := $(sort $(wildcard tests/analyzer/*.c))
 ANALYZER_TEST_SRCS := $(filter-out tests/analyzer/dummy_libcutrace.c,$(ANALYZER_TEST_SRCS))

@@ -3,7 +3,7 @@
  * the exit codes, uniform option and error reporting, and allocation helpers
  * that turn out-of-memory into a clean exit instead of a crash.
  *
- * A subcommand is one file (analyzer/cmd_NAME.c) defining
+ * A subcommand is one file (analyzer/cmd/NAME.c) defining
  *     int cmd_NAME(int argc, char **argv);
  * declared below, plus one line in the dispatch table in analyzer/cutrace.c.
  * argv[0] is the subcommand's name; parse options with cli_getopt() so every

@@ -6,7 +6,7 @@
  *   cutrace <command> --help               the same
  *   cutrace --version
  *
- * To add a subcommand: write analyzer/cmd_NAME.c defining
+ * To add a subcommand: write analyzer/cmd/NAME.c defining
  * `int cmd_NAME(int argc, char **argv)` (argv[0] is "NAME"; parse options
  * with cli_getopt and support --json on reports), declare it in cli.h, and
  * add one line to the table below. analyzer.mk picks up new files itself.

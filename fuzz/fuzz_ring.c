@@ -19,7 +19,7 @@
 #include "cli.h"
 #include "fuzz_support.h"
 
-#include "../preload/core/store.h"
+#include "cutrace/store.h"
 #include "cutrace/apis.h"
 #include "cutrace/format.h"
 

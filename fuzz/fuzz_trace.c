@@ -1,7 +1,7 @@
 /*
  * fuzz_trace.c - libFuzzer target for trace files: the input becomes x.db in
- * a scratch directory, and the trace loader (analyzer/trace.c, with its
- * ring-folding step), the GPU model (analyzer/gpumodel.c), the stacks and
+ * a scratch directory, and the trace loader (analyzer/model/trace.c, with its
+ * ring-folding step), the GPU model (analyzer/model/gpumodel.c), the stacks and
  * every report that reads one trace (summary, collectives, timeline, budget
  * for both frameworks, sites: text and JSON) run over it in-process,
  * exactly as `cutrace summary x.db` would; then `cutrace diff` compares it

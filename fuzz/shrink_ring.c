@@ -10,7 +10,7 @@
  * a ring of SLOTS slots, laid out by the tracer's own ring code, so the seed
  * is still a ring as a killed process leaves it, only shorter.
  */
-#include "../preload/core/ring.h"
+#include "cutrace/ring.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -20,14 +20,14 @@ UNIT_CORE := ring store writer envcap procinfo warn thread tracefile tracedir sq
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
-             $(UNIT_ANALYZER:%=analyzer/%.c)
+             $(UNIT_ANALYZER:%=analyzer/symbols/%.c)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
 define unit_variant
 # $(1): build dir, $(2): extra flags
 $(1)/unit/%.o: %.c
 	@mkdir -p $$(@D)
-	$$(CC) $$(ALL_CFLAGS) $(2) $$(CHECK_CFLAGS) -MMD -MP -c $$< -o $$@
+	$$(CC) $$(ALL_CFLAGS) $(2) $$(CHECK_CFLAGS) -Ianalyzer -MMD -MP -c $$< -o $$@
 
 $(1)/unit_tests: $$(UNIT_SRC:%.c=$(1)/unit/%.o)
 	$$(CC) $(2) -o $$@ $$^ $$(UNIT_LIBS)

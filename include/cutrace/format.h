@@ -124,7 +124,7 @@ struct ct_ring_header {
  * by id, sent once per process through the same ring so that it is as
  * crash-safe as the calls. Same size as a call's record, told apart by
  * seq == 0 and api == CT_AUX_API; the ring writes wait_ns into it like into
- * any record. preload/core/stackrec.h packs, reads and checks them.
+ * any record. include/cutrace/stackrec.h packs, reads and checks them.
  *   CT_AUX_FRAMES: frames [first, first + count) of the call stack `key`
  *     (a 63-bit hash of its frames, calls.stack_id), out of `total`, of
  *     which the first `native` are native return addresses (innermost

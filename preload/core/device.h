@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "store.h"
+#include "cutrace/store.h"
 
 /* The calling thread's device, -1 when unknown; probes only if cuda_is_up. */
 int ct_device_current(bool cuda_is_up);

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "redact.h"
-#include "store.h"
+#include "cutrace/store.h"
 
 /*
  * Longer values are stored cut to this many bytes: the trace must still fit

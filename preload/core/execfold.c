@@ -23,10 +23,10 @@
 #include <sqlite3.h>
 
 #include "procinfo.h"
-#include "ring.h"
+#include "cutrace/ring.h"
 #include "sigfree.h"
-#include "stackrec.h"
-#include "store.h"
+#include "cutrace/stackrec.h"
+#include "cutrace/store.h"
 #include "tracedir.h"
 
 static bool marker_path(char *out, size_t cap, const char *dir, int64_t pid)

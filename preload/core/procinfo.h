@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "store.h"
+#include "cutrace/store.h"
 
 /* Fills everything but the start times; info->cmdline is malloc'd. */
 void ct_procinfo_collect(struct ct_process_info *info);

@@ -42,7 +42,7 @@
 #include "pywalk.h"
 #include "resolve.h"
 #include "session.h"
-#include "stackrec.h"
+#include "cutrace/stackrec.h"
 #include "warn.h"
 
 #define CODE_SLOTS   32768 /* the API cache; a power of two */

@@ -11,7 +11,7 @@
  * CT_PYLINES_MAX safe: the ranges before the cut are decoded exactly as in
  * the whole table, later ones not at all.
  */
-#include "pylines.h"
+#include "cutrace/pylines.h"
 
 #include <stdbool.h>
 

@@ -26,9 +26,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "pylines.h"
+#include "cutrace/pylines.h"
 #include "session.h"
-#include "stackrec.h"
+#include "cutrace/stackrec.h"
 
 #define CODE_SLOTS    32768 /* a power of two */
 #define CODE_PROBES   64

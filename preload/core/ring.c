@@ -26,7 +26,7 @@
  * database in a published slot, and the turn tells a complete record from a
  * half-written one (see ct_ring_scan).
  */
-#include "ring.h"
+#include "cutrace/ring.h"
 
 #include <assert.h>
 #include <fcntl.h>

@@ -28,7 +28,7 @@
 #include "objects.h"
 #include "pyframes.h"
 #include "session.h"
-#include "stackrec.h"
+#include "cutrace/stackrec.h"
 #include "unwind.h"
 #include "warn.h"
 

@@ -13,7 +13,7 @@
  * lands in the .db itself. Where a reader keeps the WAL in use the switch is
  * refused; every later commit is then checkpointed instead.
  */
-#include "store.h"
+#include "cutrace/store.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -24,8 +24,8 @@
 
 #include "cutrace/apis.h"
 #include "cutrace/schema.h"
-#include "pylines.h"
-#include "stackrec.h"
+#include "cutrace/pylines.h"
+#include "cutrace/stackrec.h"
 
 #ifndef CUTRACE_VERSION
 #define CUTRACE_VERSION "dev"

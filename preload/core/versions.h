@@ -4,7 +4,7 @@
 #ifndef CUTRACE_VERSIONS_H
 #define CUTRACE_VERSIONS_H
 
-#include "store.h"
+#include "cutrace/store.h"
 
 /*
  * Writer thread: asks the libraries already loaded (never loads one); each

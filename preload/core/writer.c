@@ -30,7 +30,7 @@
 #include "modmap.h"
 #include "objects.h"
 #include "sigfree.h"
-#include "stackrec.h"
+#include "cutrace/stackrec.h"
 #include "thread.h"
 #include "warn.h"
 

@@ -12,8 +12,8 @@
 #include <limits.h>
 #include <stdbool.h>
 
-#include "ring.h"
-#include "store.h"
+#include "cutrace/ring.h"
+#include "cutrace/store.h"
 
 struct ct_writer;
 

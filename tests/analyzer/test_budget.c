@@ -1,6 +1,6 @@
 /*
  * test_budget.c - `cutrace budget` and the arithmetic under it
- * (analyzer/budget.c). The pure functions are checked bit for bit against
+ * (analyzer/replay/budget.c). The pure functions are checked bit for bit against
  * hand-picked values where float32, floor and decimal rounding bite; the
  * command runs on synthetic tensor-parallel jobs whose every number is
  * known, and its JSON must carry exactly what docs/budget.md's formulas give
@@ -11,7 +11,7 @@
  * measurements chosen by the Python functions that made them, in the
  * orders of current and older SGLang and vLLM releases.
  */
-#include "budget.h"
+#include "replay/budget.h"
 #include "scenarios.h"
 #include "test_support.h"
 #include "trace_fixture.h"

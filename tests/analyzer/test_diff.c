@@ -14,7 +14,7 @@
  * The JSON is read with SQLite's json_extract, by the documented paths.
  */
 #include "cli.h"
-#include "diff_analysis.h"
+#include "analysis/diff_analysis.h"
 #include "scenarios.h"
 #include "test_support.h"
 #include "trace_fixture.h"

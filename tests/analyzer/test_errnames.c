@@ -1,7 +1,7 @@
 /*
- * test_errnames.c - result code names per layer (analyzer/errnames.c).
+ * test_errnames.c - result code names per layer (analyzer/model/errnames.c).
  */
-#include "errnames.h"
+#include "model/errnames.h"
 #include "test_support.h"
 
 START_TEST(test_runtime_names)

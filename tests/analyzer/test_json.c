@@ -1,8 +1,8 @@
 /*
- * test_json.c - the streaming JSON writer (analyzer/json.c): layout,
+ * test_json.c - the streaming JSON writer (analyzer/out/json.c): layout,
  * escaping of hostile strings, numbers, and the assertions on misuse.
  */
-#include "json.h"
+#include "out/json.h"
 #include "test_support.h"
 
 #include <math.h>

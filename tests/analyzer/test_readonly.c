@@ -10,7 +10,7 @@
 #include "test_support.h"
 #include "trace_fixture.h"
 
-#include "../../preload/core/ring.h"
+#include "cutrace/ring.h"
 
 #include <dirent.h>
 #include <errno.h>

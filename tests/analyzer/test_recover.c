@@ -12,7 +12,7 @@
 #include "test_support.h"
 #include "trace_fixture.h"
 
-#include "../../preload/core/ring.h"
+#include "cutrace/ring.h"
 #include "cutrace/apis.h"
 #include "cutrace/format.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_stacks_merge.c - how analyzer/stacks.c puts a trace's Python frames
+ * test_stacks_merge.c - how analyzer/symbols/stacks.c puts a trace's Python frames
  * among its native ones, and which frame it names as a call's site
  * (docs/stacks.md, "Merging" and "Sites").
  *
@@ -16,9 +16,9 @@
  * module+0xOFFSET. Every trace is built with trace_fixture.h; the stack
  * loader is called in-process, `cutrace sites` once as a subprocess.
  */
-#include "stacks.h"
+#include "symbols/stacks.h"
 #include "test_support.h"
-#include "trace.h"
+#include "model/trace.h"
 #include "trace_fixture.h"
 
 #include "cutrace/format.h"

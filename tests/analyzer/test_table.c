@@ -1,8 +1,8 @@
 /*
- * test_table.c - aligned text tables (analyzer/table.c): alignment, the
+ * test_table.c - aligned text tables (analyzer/out/table.c): alignment, the
  * 120-column limit, truncation and terminal-safe cell text.
  */
-#include "table.h"
+#include "out/table.h"
 #include "test_support.h"
 
 #include <signal.h>

@@ -1,6 +1,6 @@
 /*
  * test_timeline.c - `cutrace timeline` end to end, and through it the GPU
- * memory model (analyzer/gpumodel.c) that `cutrace budget` shares. The
+ * memory model (analyzer/model/gpumodel.c) that `cutrace budget` shares. The
  * model pairs allocations with their frees in C, for speed, with the rules
  * of the `allocations` view; the first two tests hold it to that view with
  * SQL at every measurement, of a trace full of the hard cases (nested

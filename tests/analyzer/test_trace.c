@@ -1,12 +1,12 @@
 /*
- * test_trace.c - opening and querying traces in-process (analyzer/trace.c):
+ * test_trace.c - opening and querying traces in-process (analyzer/model/trace.c):
  * metadata, the apis table, bound parameters, the saturating sum, file
  * ordering, and reading a trace whose writer is still running.
  */
 #include "scenarios.h"
 #include "test_support.h"
-#include "trace.h"
-#include "traceset.h"
+#include "model/trace.h"
+#include "model/traceset.h"
 #include "trace_fixture.h"
 
 #include "cutrace/format.h"

@@ -1,9 +1,9 @@
 /*
  * test_units.c - byte, duration, time and version formatting, and size
- * parsing (analyzer/units.c).
+ * parsing (analyzer/out/units.c).
  */
 #include "test_support.h"
-#include "units.h"
+#include "out/units.h"
 
 #include <stdint.h>
 

@@ -243,7 +243,7 @@ MASK = (1 << 64) - 1
 CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 GPU_KINDS = ("device", "managed", "vmm")
 C10_CUDA = "libc10_cuda"
-# `cutrace run`'s own closing line (analyzer/cmd_run.c), the one "cutrace:" line that is no warning.
+# `cutrace run`'s own closing line (analyzer/cmd/run.c), the one "cutrace:" line that is no warning.
 RUN_CLOSING = re.compile(r"^cutrace: trace in .* \(\d+ files?(, plus \d+ from earlier runs)?\); "
                          r"next: cutrace summary .*$")
 

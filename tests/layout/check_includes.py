@@ -1,54 +1,113 @@
-"""check_includes.py - no two source files include each other, directly or
-around a circle, within the analyzer or the preload (`make layout-check`,
-part of `make test`).
+"""check_includes.py - the layout's rules, checked (`make layout-check`, part
+of `make test`):
 
-A module is a .c file with its .h; module A depends on B when A.c or A.h
-includes B.h (by a quoted #include). A circle means neither side can be read,
-tested or replaced without the other, which is what the folders are meant to
-prevent.
+1. No include circles. A module is a .c file with its .h in the same folder;
+   module A depends on B when A.c or A.h includes B.h (a quoted #include,
+   resolved as the compiler does: beside the including file, then the tree's
+   own include root, then include/). The analyzer is one graph across its
+   folders, the preload another: a circle means neither side can be read,
+   tested or replaced without the other, which is what the folders are meant
+   to prevent.
+2. The analyzer reaches the preload's code only through include/: no
+   analyzer source includes a header under preload/ (the code both sides
+   share declares itself in include/cutrace/).
+3. No source file over LIMIT lines, unless it is one idea and listed in LONG
+   with why.
 
     python3 tests/layout/check_includes.py [ROOT]
 
-Prints each circle found and exits 1, or prints one line and exits 0. The
-circles still known are listed in KNOWN with the reason they remain; one that
-is gone must be taken off the list (so the list only shrinks), and a new one
-fails.
+Prints each problem found and exits 1, or prints one line and exits 0. The
+exceptions still known (KNOWN circles, LONG files) are listed with their
+reason; one that is gone must be taken off its list (so the lists only
+shrink), and a new one fails.
 """
 import os
 import re
 import sys
 
-FOLDERS = ["analyzer", "preload/core", "preload/hooks"]
+# Each tree: its folders (every .c/.h directly in them is a module) and the
+# include root its compiler flags name (-Ianalyzer), besides include/.
+TREES = {
+    "analyzer": {"root": "analyzer", "folders": None},  # None: the folder and every subfolder
+    "preload": {"root": None, "folders": ["preload/core", "preload/hooks"]},
+}
 
-# The circles still there, each as its sorted module names, with why.
+# The circles still there, each as its sorted module paths, with why.
 KNOWN = {
-    ("preload/core", ("pyframes", "pywalk", "session", "stacks")):
+    ("preload/core/pyframes", "preload/core/pywalk", "preload/core/session", "preload/core/stacks"):
         "stack and Python-frame records go to the trace through ct_session_append, and the "
         "session asks the stacks module how it is configured; breaking it means handing the "
         "recorders a record sink before the first event, which the hot path has to get right",
 }
 
+LIMIT = 1000
+LONG = {
+    "analyzer/analysis/budget_analysis.c": "written before the rule; being split by idea (issue 16)",
+    "analyzer/analysis/diff_analysis.c": "written before the rule; being split by idea (issue 16)",
+    "analyzer/cmd/collectives.c": "written before the rule; being split by idea (issue 16)",
+    "analyzer/cmd/diff.c": "written before the rule; being split by idea (issue 16)",
+    "analyzer/cmd/summary.c": "written before the rule; being split by idea (issue 16)",
+    "analyzer/model/gpumodel.c": "written before the rule; being split by idea (issue 16)",
+}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def graph(folder):
+def tree_folders(root, tree):
+    if tree["folders"] is not None:
+        return tree["folders"]
+    base = tree["root"]
+    out = []
+    for dirpath, dirnames, _ in os.walk(os.path.join(root, base)):
+        dirnames.sort()
+        out.append(os.path.relpath(dirpath, root))
+    return sorted(out)
+
+
+def sources(root, folders):
+    for folder in folders:
+        for name in sorted(os.listdir(os.path.join(root, folder))):
+            if os.path.splitext(name)[1] in (".c", ".h"):
+                yield folder, name
+
+
+def resolve(root, folder, inc, tree):
+    """The repository-relative path an include names, or None if outside."""
+    candidates = [os.path.join(folder, inc)]
+    if tree["root"]:
+        candidates.append(os.path.join(tree["root"], inc))
+    candidates.append(os.path.join("include", inc))
+    for c in candidates:
+        c = os.path.normpath(c)
+        if os.path.exists(os.path.join(root, c)):
+            return c
+    return None
+
+
+def graph(root, tree, problems):
+    folders = tree_folders(root, tree)
     modules = {}
-    for name in sorted(os.listdir(folder)):
-        stem, ext = os.path.splitext(name)
-        if ext in (".c", ".h"):
-            modules.setdefault(stem, set())
+    for folder, name in sources(root, folders):
+        modules.setdefault(os.path.join(folder, os.path.splitext(name)[0]), set())
     for stem in modules:
+        folder = os.path.dirname(stem)
         for ext in (".c", ".h"):
-            path = os.path.join(folder, stem + ext)
-            if not os.path.exists(path):
+            path = stem + ext
+            full = os.path.join(root, path)
+            if not os.path.exists(full):
                 continue
-            with open(path, encoding="utf-8") as f:
-                for inc in INCLUDE.findall(f.read()):
-                    other = os.path.splitext(os.path.basename(inc))[0]
-                    same_folder = os.path.normpath(os.path.join(folder, os.path.dirname(inc))) == \
-                        os.path.normpath(folder)
-                    if other != stem and other in modules and same_folder:
-                        modules[stem].add(other)
+            with open(full, encoding="utf-8") as f:
+                text = f.read()
+            for inc in INCLUDE.findall(text):
+                target = resolve(root, folder, inc, tree)
+                if target is None:
+                    continue
+                if tree["root"] == "analyzer" and target.startswith("preload" + os.sep):
+                    problems.append(f"{path}: includes {inc}: the analyzer reaches the preload "
+                                    "only through include/")
+                other = os.path.splitext(target)[0]
+                if other != stem and other in modules:
+                    modules[stem].add(other)
     return modules
 
 
@@ -85,22 +144,39 @@ def circles(g):
     return out
 
 
+def long_files(root, folders):
+    for folder, name in sources(root, folders):
+        path = os.path.join(folder, name)
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        if n > LIMIT:
+            yield path, n
+
+
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    found, problems = set(), []
-    for folder in FOLDERS:
-        for c in circles(graph(os.path.join(root, folder))):
-            found.add((folder, c))
-            if (folder, c) not in KNOWN:
-                problems.append(f"{folder}: {' -> '.join(c)} include each other around a circle")
+    found, problems, long_found = set(), [], set()
+    for name, tree in TREES.items():
+        for c in circles(graph(root, tree, problems)):
+            found.add(c)
+            if c not in KNOWN:
+                problems.append(f"{name}: {' -> '.join(c)} include each other around a circle")
+        for path, n in long_files(root, tree_folders(root, tree)):
+            long_found.add(path)
+            if path not in LONG:
+                problems.append(f"{path}: {n} lines, over {LIMIT}: split it by idea, or list it "
+                                "in LONG with why it is one")
     for key in sorted(set(KNOWN) - found):
-        problems.append(f"{key[0]}: {', '.join(key[1])} no longer a circle: take it off KNOWN")
+        problems.append(f"{', '.join(key)} no longer a circle: take it off KNOWN")
+    for path in sorted(set(LONG) - long_found):
+        problems.append(f"{path}: no longer over {LIMIT} lines: take it off LONG")
     if problems:
         for p in problems:
             print(f"check_includes: {p}")
         return 1
-    print(f"check_includes: ok: no include circle in {', '.join(FOLDERS)} "
-          f"but the {len(KNOWN)} known one(s)")
+    print(f"check_includes: ok: no include circle in {', '.join(TREES)} but the {len(KNOWN)} "
+          f"known one(s); the analyzer includes the preload only through include/; no file over "
+          f"{LIMIT} lines but the {len(LONG)} listed")
     return 0
 
 

@@ -10,7 +10,7 @@
 
 PYLINES_CHECK := $(BUILD)/tests/python/pylines_check
 
-$(PYLINES_CHECK): tests/python/pylines_check.c preload/core/pylines.c preload/core/pylines.h \
+$(PYLINES_CHECK): tests/python/pylines_check.c preload/core/pylines.c include/cutrace/pylines.h \
                   include/cutrace/format.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/python/pylines_check.c preload/core/pylines.c

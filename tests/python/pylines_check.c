@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cutrace/format.h"
-#include "../../preload/core/pylines.h"
+#include "cutrace/pylines.h"
 
 #define EXTRA        3       /* offsets past the bytecode's end, as in pylines_dump.py */
 #define MAX_REPORTED 20      /* mismatches printed in full */

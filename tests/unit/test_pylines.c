@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cutrace/format.h"
-#include "../../preload/core/pylines.h"
+#include "cutrace/pylines.h"
 #include "suites.h"
 
 /* A heap copy of exactly `len` bytes, so that the sanitizer sees any read past it. */

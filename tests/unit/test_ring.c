@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../preload/core/ring.h"
+#include "cutrace/ring.h"
 #include "suites.h"
 
 static bool alive(void)

@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../analyzer/demangle.h"
-#include "../../analyzer/elfsyms.h"
+#include "../../analyzer/symbols/demangle.h"
+#include "../../analyzer/symbols/elfsyms.h"
 #include "../../preload/core/objects.h"
-#include "../../preload/core/pylines.h"
-#include "../../preload/core/stackrec.h"
-#include "../../preload/core/store.h"
+#include "cutrace/pylines.h"
+#include "cutrace/stackrec.h"
+#include "cutrace/store.h"
 #include "cutrace/apis.h"
 #include "suites.h"
 #include "testutil.h"

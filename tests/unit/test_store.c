@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../preload/core/store.h"
+#include "cutrace/store.h"
 #include "cutrace/apis.h"
 #include "suites.h"
 #include "testutil.h"

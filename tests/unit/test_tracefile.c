@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../preload/core/store.h"
+#include "cutrace/store.h"
 #include "../../preload/core/tracedir.h"
 #include "../../preload/core/tracefile.h"
 #include "suites.h"

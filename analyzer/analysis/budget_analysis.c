@@ -1,0 +1,1101 @@
+/*
+ * budget_analysis.c - the analysis behind `cutrace budget` (budget_analysis.h):
+ *   1. ranks: each process's pre and post measurements - with --pre/--post
+ *      the N-th and M-th, else those the server's Python functions made
+ *      (when the trace has Python stacks), else the ones around its weight
+ *      burst - on the GPU it measured most, grouped into jobs by the NCCL
+ *      communicators they share;
+ *   2. per rank: the measurements chosen and why, the GPU's live bytes per
+ *      category at each, what was made between them, the KV pool seen after;
+ *   3. per job: the server's own arithmetic (budget.h) - SGLang's float32
+ *      MIN and rest/tokens, or vLLM's requested and available bytes - the
+ *      verdict exactly where the server would fail, the smallest fraction
+ *      that fits, and for SGLang the decomposition of rest by category,
+ *      ranked by what each cost.
+ */
+#include "analysis/budget_analysis.h"
+#include "cli.h"
+#include "symbols/stacks.h"
+#include "out/units.h"
+
+#include <assert.h>
+#include <getopt.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const budget_part_keys[] = {"before_pre",    "unexplained_at_pre",
+                                        "weights",       "between_pre_and_post",
+                                        "freed_between", "unexplained_change"};
+
+static void add_note(struct budget_analysis *r, char *text)
+{
+    r->notes = xgrow(r->notes, &r->notes_cap, r->nnotes + 1, sizeof(*r->notes));
+    r->notes[r->nnotes++] = text;
+}
+
+bool budget_parse_fraction(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || !(v > 0) || v > 1)
+        return false;
+    *out = v;
+    return true;
+}
+
+/*
+ * The value of `--flag V` or `--flag=V` in a shell-quoted command line, in
+ * (0, 1]; false when absent or not a number.
+ */
+static bool cmdline_value(const char *cmdline, const char *flag, double *out)
+{
+    size_t n = strlen(flag);
+    for (const char *at = strstr(cmdline, flag); at; at = strstr(at + 1, flag)) {
+        if (at != cmdline && at[-1] != ' ' && at[-1] != '\'' && at[-1] != '"')
+            continue;
+        const char *v = at + n;
+        if (*v == '\'' || *v == '"')
+            v++;
+        if (*v != '=' && *v != ' ')
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\'' || *v == '"')
+            v++;
+        char value[32];
+        size_t len = strcspn(v, " '\"");
+        if (len == 0 || len >= sizeof(value))
+            continue;
+        memcpy(value, v, len);
+        value[len] = '\0';
+        if (budget_parse_fraction(value, out))
+            return true;
+    }
+    return false;
+}
+
+/* F or U from the traced command lines, when not given. */
+void budget_values_from_cmdlines(struct budget_analysis *r)
+{
+    const struct gm_model *m = r->m;
+    struct budget_options *o = r->o;
+    const char *flag =
+        o->framework == BUDGET_SGLANG ? "--mem-fraction-static" : "--gpu-memory-utilization";
+    bool *has = o->framework == BUDGET_SGLANG ? &o->has_fraction : &o->has_util;
+    double *value = o->framework == BUDGET_SGLANG ? &o->fraction : &o->util;
+    const char **source = o->framework == BUDGET_SGLANG ? &o->fraction_source : &o->util_source;
+    if (*has)
+        return;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        double v;
+        if (!cmdline_value(m->procs[i].cmdline, flag, &v))
+            continue;
+        if (!*has) {
+            *has = true;
+            *value = v;
+            *source = "cmdline";
+            o->source_pid = m->procs[i].pid;
+        } else if (v != *value) {
+            add_note(r, xasprintf("pid %" PRId64 " was started with %s %g, pid %" PRId64
+                                  " with %g: using %g",
+                                  m->procs[i].pid, flag, v, o->source_pid, *value, *value));
+        }
+    }
+    if (!*has && o->framework == BUDGET_VLLM) {
+        o->has_util = true;
+        o->util = BUDGET_VLLM_UTIL;
+        o->util_source = "default";
+    }
+}
+
+/* ---- ranks and jobs ---- */
+
+static char *size_text(int64_t bytes)
+{
+    char buf[UNITS_BUF];
+    return xstrdup(format_bytes_signed(buf, sizeof(buf), bytes));
+}
+
+static int64_t event_seq(const struct gm_model *m, uint32_t proc, uint32_t event)
+{
+    return m->procs[proc].events[event].seq;
+}
+
+/* A candidate rank from the weight burst, or NULL (*why set when it is a
+ * rank that cannot be analysed). */
+static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
+{
+    const struct gm_model *m = r->m;
+    uint32_t gpu = gm_main_gpu(m, proc);
+    memset(out, 0, sizeof(*out));
+    out->proc = proc;
+    out->gpu = gpu;
+    if (gpu == GM_NONE)
+        return false;
+    struct gm_burst b;
+    bool found = gm_weight_burst(m, proc, gpu, r->o->burst_min, &b);
+    char *bytes = size_text(b.bytes), *min = size_text(r->o->burst_min);
+    if (found) {
+        out->analysed = true;
+        out->has_burst = true;
+        out->burst = b;
+        out->pre = b.before;
+        out->post = b.after;
+        out->choice = xasprintf(
+            "pre = seq %" PRId64 ", the last measurement before the weight burst (seq %" PRId64
+            "-%" PRId64 ": %" PRId64 " allocations, %s); post = seq %" PRId64
+            ", the first after it%s",
+            event_seq(m, proc, b.before), event_seq(m, proc, b.first), event_seq(m, proc, b.last),
+            b.count, bytes, event_seq(m, proc, b.after),
+            b.kv_like_skipped ? " (a later, larger stretch of equal allocations looked like a KV "
+                                "pool and was passed over)"
+                              : "");
+    } else if (b.count > 0 && b.bytes >= r->o->burst_min) {
+        out->problem = xasprintf("its largest burst of allocations (%s, seq %" PRId64 "-%" PRId64
+                                 ") has no measurement %s it: the budget cannot be replayed",
+                                 bytes, event_seq(m, proc, b.first), event_seq(m, proc, b.last),
+                                 b.before == GM_NONE ? "before" : "after");
+    } else if (m->procs[proc].measurements > 0) {
+        out->problem =
+            xasprintf("no weight burst: no stretch between two measurements allocated %s or more "
+                      "(the largest allocated %s)",
+                      min, bytes);
+    } else {
+        free(bytes);
+        free(min);
+        return false;
+    }
+    free(bytes);
+    free(min);
+    return true;
+}
+
+/*
+ * The functions in which the servers take their measurements, and which of
+ * those measurements the budget uses (docs/budget.md, "How the
+ * measurements are found"; the release facts are there).
+ *
+ * SGLang's init_torch_distributed measures after the NCCL groups and the
+ * custom all-reduce buffers are made: pre (the MIN over the ranks), then one
+ * local measurement for its TP balance check; releases since about 0.4.5
+ * measure once more at its start, for its "mem usage" log, and releases up
+ * to about 0.4.1 skip the local one at TP 1. So pre is the second-to-last
+ * measurement when the function made two or more, the only one otherwise.
+ * A draft worker (speculative decoding) calls it again after the target's
+ * load_model, which measures too: only the first, uninterrupted run of
+ * init_torch_distributed's measurements is the target's. post is the first
+ * measurement after pre made in profile_max_num_token (older releases) or
+ * _profile_available_bytes (the KV cache mixin's, then KVCacheConfigurator's
+ * from about 0.5.16): never one of load_model's.
+ *
+ * vLLM's S0 is the last measurement of init_device. S1 is the snapshot its
+ * memory_profiling context manager (a generator under contextlib) takes
+ * after profile_run: the one contextlib's __exit__ resumed it for. Its
+ * snapshot before profile_run was resumed by __enter__, and
+ * profile_cudagraph_memory measures with neither, inside the with block or
+ * after it: the last measurement of determine_available_memory is S1 only
+ * in releases without memory_profiling (early V1 workers, about 0.7).
+ */
+static const char *const sglang_pre_functions[] = {"init_torch_distributed"};
+static const char *const sglang_post_functions[] = {"profile_max_num_token",
+                                                    "_profile_available_bytes"};
+static const char *const vllm_pre_functions[] = {"init_device"};
+static const char *const vllm_post_functions[] = {"determine_available_memory"};
+static const char *const vllm_profiling_functions[] = {"memory_profiling"};
+/* The innermost of these above a measurement made under memory_profiling is
+ * contextlib's, the frame that resumed the generator: nothing between the
+ * generator and torch.cuda.mem_get_info runs inside a with statement's
+ * enter or exit. */
+static const char *const context_manager_functions[] = {"__enter__", "__exit__"};
+#define NAMES(list) list, sizeof(list) / sizeof(list[0])
+
+/* "__exit__ (contextlib.py:148)" is an __exit__ frame. */
+static bool function_is(const char *found, const char *name)
+{
+    size_t n = strlen(name);
+    return found && strncmp(found, name, n) == 0 && (found[n] == ' ' || found[n] == '\0');
+}
+
+/* SGLang's pre and post among a rank's measurements (see above). */
+static bool sglang_by_names(const struct gm_model *m, uint32_t proc, struct trace *t,
+                            const uint32_t *meas, size_t count, size_t *pre, size_t *post,
+                            char **pre_fn, char **post_fn, char **why)
+{
+    size_t first = SIZE_MAX, last = SIZE_MAX;
+    char *last_fn = NULL, *before_last_fn = NULL;
+    for (size_t i = 0; i < count; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(sglang_pre_functions));
+        if (!fn) {
+            if (first != SIZE_MAX)
+                break; /* the first run is over: a later one is a draft worker's */
+            continue;
+        }
+        if (first == SIZE_MAX)
+            first = i;
+        last = i;
+        free(before_last_fn);
+        before_last_fn = last_fn;
+        last_fn = fn;
+    }
+    if (first == SIZE_MAX)
+        return false;
+    size_t made = last - first + 1;
+    *pre = made >= 2 ? last - 1 : last;
+    *pre_fn = made >= 2 ? before_last_fn : last_fn;
+    free(made >= 2 ? last_fn : before_last_fn);
+    for (size_t i = *pre + 1; i < count && *post == SIZE_MAX; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(sglang_post_functions));
+        if (fn) {
+            *post = i;
+            *post_fn = fn;
+        }
+    }
+    if (*post == SIZE_MAX)
+        return false;
+    char *post_name = xstrndup(*post_fn, strcspn(*post_fn, " "));
+    *why = made >= 2 ? xasprintf("pre: the distributed measurement, the second-to-last of the "
+                                 "%zu made by the first init_torch_distributed (its last is the "
+                                 "TP balance check); post: the first measurement in %s after pre",
+                                 made, post_name)
+                     : xasprintf("pre: the only measurement made by the first "
+                                 "init_torch_distributed; post: the first measurement in %s "
+                                 "after pre",
+                                 post_name);
+    free(post_name);
+    return true;
+}
+
+/* vLLM's S0 and S1 among a rank's measurements (see above). */
+static bool vllm_by_names(const struct gm_model *m, uint32_t proc, struct trace *t,
+                          const uint32_t *meas, size_t count, size_t *pre, size_t *post,
+                          char **pre_fn, char **post_fn, char **why)
+{
+    for (size_t i = 0; i < count; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(vllm_pre_functions));
+        if (fn) {
+            free(*pre_fn);
+            *pre_fn = fn;
+            *pre = i;
+        }
+    }
+    if (*pre == SIZE_MAX)
+        return false;
+    size_t last = SIZE_MAX, exit_at = SIZE_MAX, second = SIZE_MAX;
+    size_t profiled = 0;
+    char *last_fn = NULL, *exit_fn = NULL, *second_fn = NULL;
+    for (size_t i = *pre + 1; i < count; i++) {
+        int64_t seq = event_seq(m, proc, meas[i]);
+        char *fn = stacks_python_function(t, seq, NAMES(vllm_post_functions));
+        if (!fn)
+            continue;
+        char *gen = stacks_python_function(t, seq, NAMES(vllm_profiling_functions));
+        if (gen) {
+            char *cm = stacks_python_function(t, seq, NAMES(context_manager_functions));
+            if (function_is(cm, "__exit__") && exit_at == SIZE_MAX) {
+                exit_at = i;
+                exit_fn = xstrdup(fn);
+            }
+            if (++profiled == 2) {
+                second = i;
+                second_fn = xstrdup(fn);
+            }
+            free(cm);
+            free(gen);
+        }
+        free(last_fn);
+        last_fn = fn;
+        last = i;
+    }
+    if (exit_at != SIZE_MAX) {
+        *post = exit_at;
+        *post_fn = exit_fn;
+        exit_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: memory_profiling's "
+                       "measurement after profile_run (its generator resumed by contextlib's "
+                       "__exit__)");
+    } else if (second != SIZE_MAX) {
+        *post = second;
+        *post_fn = second_fn;
+        second_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: the second measurement "
+                       "made under memory_profiling (the stacks do not show its context "
+                       "manager)");
+    } else if (profiled == 0 && last != SIZE_MAX) {
+        /* Releases before memory_profiling measured last after profile_run. */
+        *post = last;
+        *post_fn = last_fn;
+        last_fn = NULL;
+        *why = xstrdup("S0: the last measurement made in init_device; S1: the last measurement "
+                       "of determine_available_memory (no memory_profiling on its stacks)");
+    }
+    free(last_fn);
+    free(exit_fn);
+    free(second_fn);
+    return *post != SIZE_MAX;
+}
+
+/*
+ * A rank whose measurements its Python stacks name (issue 8's stacks), by
+ * the rules above. False when the trace has no Python stacks or they do
+ * not name both: the weight burst decides.
+ */
+static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
+{
+    const struct gm_model *m = r->m;
+    uint32_t gpu = gm_main_gpu(m, proc);
+    if (gpu == GM_NONE || m->procs[proc].measurements == 0)
+        return false;
+    struct trace *t = (struct trace *)m->procs[proc].trace; /* read only */
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    size_t pre = SIZE_MAX, post = SIZE_MAX;
+    char *pre_fn = NULL, *post_fn = NULL, *why = NULL;
+    bool found =
+        r->o->framework == BUDGET_SGLANG
+            ? sglang_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why)
+            : vllm_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why);
+    if (found) {
+        memset(out, 0, sizeof(*out));
+        out->proc = proc;
+        out->gpu = gpu;
+        out->analysed = true;
+        out->by_names = true;
+        out->pre = meas[pre];
+        out->post = meas[post];
+        out->has_burst = gm_burst_between(m, proc, gpu, out->pre, out->post, &out->burst);
+        out->choice = xasprintf("pre = seq %" PRId64 ", made in %s, post = seq %" PRId64
+                                ", made in %s: chosen by the Python stacks (%s)",
+                                event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post),
+                                post_fn, why);
+    }
+    free(pre_fn);
+    free(post_fn);
+    free(why);
+    free(meas);
+    return found;
+}
+
+/* The index of the measurement with that seq in its process, -1 if none. */
+static int64_t measurement_index(const struct gm_model *m, int64_t seq, uint32_t *proc_out)
+{
+    for (size_t pi = 0; pi < m->nprocs; pi++) {
+        const struct gm_process *p = &m->procs[pi];
+        for (size_t i = 0; i < p->nevents; i++) {
+            const struct gm_event *e = &p->events[i];
+            if (e->type != GM_EV_MEASURE || e->seq != seq)
+                continue;
+            size_t count;
+            uint32_t *meas = gm_measurements(m, (uint32_t)pi, e->gpu, &count);
+            int64_t index = -1;
+            for (size_t k = 0; k < count; k++)
+                if (meas[k] == i)
+                    index = (int64_t)k;
+            free(meas);
+            *proc_out = (uint32_t)pi;
+            return index;
+        }
+    }
+    return -1;
+}
+
+static bool rank_from_indexes(const struct budget_analysis *r, uint32_t proc, int64_t n_pre,
+                              int64_t n_post, struct budget_rank *out)
+{
+    const struct gm_model *m = r->m;
+    uint32_t gpu = gm_main_gpu(m, proc);
+    memset(out, 0, sizeof(*out));
+    out->proc = proc;
+    out->gpu = gpu;
+    if (gpu == GM_NONE || m->procs[proc].measurements == 0)
+        return false;
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    if ((int64_t)count <= n_pre || (int64_t)count <= n_post) {
+        out->problem = xasprintf("it made %zu measurement%s; --pre/--post need the %" PRId64
+                                 "th and %" PRId64 "th",
+                                 count, count == 1 ? "" : "s", n_pre + 1, n_post + 1);
+        free(meas);
+        return true;
+    }
+    out->analysed = true;
+    out->pre = meas[n_pre];
+    out->post = meas[n_post];
+    free(meas);
+    out->has_burst = gm_burst_between(m, proc, gpu, out->pre, out->post, &out->burst);
+    out->choice = xasprintf("pre = seq %" PRId64 " and post = seq %" PRId64
+                            ", its measurements number %" PRId64 " and %" PRId64 " (--pre/--post)",
+                            event_seq(m, proc, out->pre), event_seq(m, proc, out->post), n_pre + 1,
+                            n_post + 1);
+    return true;
+}
+
+/* Union-find over processes, joined by the communicators they share. */
+static size_t find_root(size_t *parent, size_t i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+static int compare_ranks(const void *a, const void *b, void *arg)
+{
+    const struct gm_model *m = arg;
+    const struct gm_process *x = &m->procs[((const struct budget_rank *)a)->proc];
+    const struct gm_process *y = &m->procs[((const struct budget_rank *)b)->proc];
+    if (x->has_rank != y->has_rank)
+        return x->has_rank ? -1 : 1;
+    if (x->has_rank && x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return strcmp(x->trace->file, y->trace->file);
+}
+
+static void group_add(struct budget_job *g, const struct budget_rank *rk)
+{
+    g->ranks = xgrow(g->ranks, &g->cap, g->nranks + 1, sizeof(*g->ranks));
+    g->ranks[g->nranks++] = *rk;
+}
+
+/* Returns -1 (after an error line) when --pre/--post name no measurement. */
+static int find_groups(struct budget_analysis *r)
+{
+    const struct gm_model *m = r->m;
+    size_t n = m->nprocs;
+    struct budget_rank *cand = xcalloc(n ? n : 1, sizeof(*cand));
+    bool *is_cand = xcalloc(n ? n : 1, sizeof(bool));
+    int64_t n_pre = 0, n_post = 0;
+    if (r->o->has_pre) {
+        uint32_t pre_proc = 0, post_proc = 0;
+        n_pre = measurement_index(m, r->o->pre_seq, &pre_proc);
+        n_post = measurement_index(m, r->o->post_seq, &post_proc);
+        if (n_pre < 0 || n_post < 0) {
+            cli_error(r->o->path, "--%s %" PRId64 ": no trace has a cudaMemGetInfo with that seq",
+                      n_pre < 0 ? "pre" : "post", n_pre < 0 ? r->o->pre_seq : r->o->post_seq);
+            free(cand);
+            free(is_cand);
+            return -1;
+        }
+        if (n_pre >= n_post) {
+            cli_error(r->o->path,
+                      "--pre %" PRId64 " is measurement %" PRId64 " of pid %" PRId64
+                      ", not before --post %" PRId64 " (measurement %" PRId64 ")",
+                      r->o->pre_seq, n_pre + 1, m->procs[pre_proc].pid, r->o->post_seq, n_post + 1);
+            free(cand);
+            free(is_cand);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        /* --pre/--post, else the Python stacks' function names, else the weight burst */
+        is_cand[i] = r->o->has_pre ? rank_from_indexes(r, (uint32_t)i, n_pre, n_post, &cand[i])
+                     : rank_from_names(r, (uint32_t)i, &cand[i])
+                         ? true
+                         : rank_from_burst(r, (uint32_t)i, &cand[i]);
+
+    size_t *parent = xcalloc(n ? n : 1, sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        parent[i] = i;
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < m->procs[i].ncomms; c++)
+            for (size_t k = 0; k < i; k++)
+                for (size_t d = 0; d < m->procs[k].ncomms; d++)
+                    if (m->procs[i].comms[c].hash &&
+                        m->procs[i].comms[c].hash == m->procs[k].comms[d].hash)
+                        parent[find_root(parent, i)] = find_root(parent, k);
+    /* No communicators at all among the candidates: one job, said so. */
+    size_t ncand = 0, with_comms = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_cand[i]) {
+            ncand++;
+            with_comms += m->procs[i].ncomms > 0;
+        }
+    if (ncand > 1 && with_comms == 0) {
+        size_t first = SIZE_MAX;
+        for (size_t i = 0; i < n; i++)
+            if (is_cand[i]) {
+                if (first == SIZE_MAX)
+                    first = i;
+                parent[find_root(parent, i)] = find_root(parent, first);
+            }
+        add_note(r, xasprintf("no NCCL communicators in the traces: the %zu ranks are taken as "
+                              "one job",
+                              ncand));
+    }
+    /* Groups in report order of their first member. */
+    size_t *group_of = xcalloc(n ? n : 1, sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        group_of[i] = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_cand[i])
+            continue;
+        size_t root = find_root(parent, i);
+        if (group_of[root] == SIZE_MAX) {
+            r->groups = xgrow(r->groups, &r->groups_cap, r->ngroups + 1, sizeof(*r->groups));
+            memset(&r->groups[r->ngroups], 0, sizeof(*r->groups));
+            group_of[root] = r->ngroups++;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t gi = group_of[find_root(parent, i)];
+        if (gi == SIZE_MAX) {
+            free(cand[i].problem);
+            free(cand[i].choice);
+            continue;
+        }
+        struct budget_rank rk = cand[i];
+        if (!is_cand[i]) {
+            /* A member of the job by its communicators, without a burst. */
+            if (m->procs[i].ncomms == 0) {
+                free(rk.problem);
+                free(rk.choice);
+                continue;
+            }
+            rk.proc = (uint32_t)i;
+            rk.gpu = gm_main_gpu(m, (uint32_t)i);
+            rk.analysed = false;
+            rk.problem = xstrdup(rk.gpu == GM_NONE ? "no GPU activity in its trace"
+                                                   : "no measurement and no weight burst");
+        }
+        group_add(&r->groups[gi], &rk);
+    }
+    for (size_t gi = 0; gi < r->ngroups; gi++) {
+        struct budget_job *g = &r->groups[gi];
+        if (g->nranks > 1)
+            qsort_r(g->ranks, g->nranks, sizeof(*g->ranks), compare_ranks, (void *)m);
+        /* Its largest communicator names the job and its size. */
+        for (size_t k = 0; k < g->nranks; k++) {
+            const struct gm_process *p = &m->procs[g->ranks[k].proc];
+            for (size_t c = 0; c < p->ncomms; c++) {
+                const struct gm_comm *cm = &p->comms[c];
+                if (cm->result != 0 || cm->nranks <= 0)
+                    continue;
+                if (!g->has_hash || cm->nranks > g->world ||
+                    (cm->nranks == g->world && cm->hash < g->hash)) {
+                    g->has_hash = true;
+                    g->hash = cm->hash;
+                    g->world = cm->nranks;
+                }
+            }
+        }
+        if (g->has_hash && g->world <= 4096) {
+            for (int64_t rank = 0; rank < g->world; rank++) {
+                bool held = false;
+                for (size_t k = 0; k < g->nranks && !held; k++) {
+                    const struct gm_process *p = &m->procs[g->ranks[k].proc];
+                    for (size_t c = 0; c < p->ncomms && !held; c++)
+                        held = p->comms[c].hash == g->hash && p->comms[c].rank == rank &&
+                               p->comms[c].result == 0;
+                }
+                if (!held) {
+                    g->missing =
+                        xgrow(g->missing, &g->missing_cap, g->nmissing + 1, sizeof(*g->missing));
+                    g->missing[g->nmissing++] = rank;
+                }
+            }
+        }
+        if (g->nmissing) {
+            char hash[24];
+            snprintf(hash, sizeof(hash), "%016" PRIx64, g->hash);
+            add_note(r, xasprintf("job %zu (communicator %s): %zu of its %" PRId64
+                                  " ranks have no trace here (the first is rank %" PRId64
+                                  "); the MIN is taken over the %zu traced ranks, the "
+                                  "server took it over all of them",
+                                  gi + 1, hash, g->nmissing, g->world, g->missing[0], g->nranks));
+        }
+    }
+    if (r->ngroups > 1)
+        add_note(r, xasprintf("the traces hold %zu jobs (processes that share no NCCL "
+                              "communicator): each is analysed on its own",
+                              r->ngroups));
+    free(group_of);
+    free(parent);
+    free(cand);
+    free(is_cand);
+    return 0;
+}
+
+/* ---- per rank ---- */
+
+static void measure_rank(const struct budget_analysis *r, struct budget_rank *rk)
+{
+    const struct gm_model *m = r->m;
+    const struct gm_process *p = &m->procs[rk->proc];
+    const struct gm_event *pre = &p->events[rk->pre], *post = &p->events[rk->post];
+    rk->pre_free = pre->a;
+    rk->pre_total = pre->b;
+    rk->post_free = post->a;
+    rk->post_total = post->b;
+
+    /* The GPU at both measurements (all its processes). */
+    struct gm_walk w;
+    gm_walk_init(&w, m, rk->gpu);
+    const struct gm_ref *ref;
+    bool seen_pre = false, seen_post = false;
+    while ((ref = gm_walk_step(&w)) != NULL && !seen_post) {
+        if (ref->proc != rk->proc)
+            continue;
+        if (ref->event == rk->pre) {
+            memcpy(rk->live_pre, w.live, sizeof(w.live));
+            seen_pre = true;
+        } else if (ref->event == rk->post) {
+            memcpy(rk->live_post, w.live, sizeof(w.live));
+            seen_post = true;
+        }
+    }
+    gm_walk_free(&w);
+    assert(seen_pre && seen_post && "measurements are events of the GPU's stream");
+    rk->unexpl_pre = gm_sub(gm_sub(rk->pre_total, rk->pre_free), gm_traced(rk->live_pre));
+    rk->unexpl_post = gm_sub(gm_sub(rk->post_total, rk->post_free), gm_traced(rk->live_post));
+
+    /* What was made between the two and is live at post; what was freed. */
+    uint64_t ppre = pre->pos, ppost = post->pos;
+    const struct gm_gpu *gpu = &m->gpus[rk->gpu];
+    for (size_t k = 0; k < gpu->nprocs; k++) {
+        const struct gm_process *q = &m->procs[gpu->procs[k]];
+        for (size_t i = 0; i < q->nallocs; i++) {
+            const struct gm_alloc *a = &q->allocs[i];
+            if (a->gpu != rk->gpu || a->category >= GM_GPU_CATEGORIES)
+                continue;
+            uint64_t made = q->events[a->event].pos, ended = gm_alloc_end_pos(q, a);
+            if (made < ppre && ended > ppre && ended < ppost)
+                rk->freed_between = gm_add(rk->freed_between, a->size);
+            if (made > ppre && made < ppost && ended > ppost) {
+                bool weights = rk->has_burst && gpu->procs[k] == rk->proc &&
+                               a->event >= rk->burst.first && a->event <= rk->burst.last && a->top;
+                if (weights)
+                    rk->weights_live = gm_add(rk->weights_live, a->size);
+                else
+                    rk->between[a->category] = gm_add(rk->between[a->category], a->size);
+            }
+        }
+    }
+    rk->has_kv = gm_equal_set_after(m, rk->proc, rk->gpu, rk->post, &rk->kv_count, &rk->kv_size);
+}
+
+static void add_drow(struct budget_rank *rk, enum budget_part part, int category, int64_t bytes,
+                     double cost)
+{
+    if (bytes == 0)
+        return;
+    assert(rk->nrows < sizeof(rk->rows) / sizeof(rk->rows[0]));
+    rk->rows[rk->nrows++] = (struct budget_row){part, category, bytes, cost};
+}
+
+static int compare_drows(const void *a, const void *b)
+{
+    const struct budget_row *x = a, *y = b;
+    if (x->cost_gib != y->cost_gib)
+        return x->cost_gib > y->cost_gib ? -1 : 1;
+    if (x->part != y->part)
+        return x->part < y->part ? -1 : 1;
+    return (x->category > y->category) - (x->category < y->category);
+}
+
+/* SGLang: the parts of this rank's rest, ranked by what each cost. */
+static void decompose(const struct budget_analysis *r, struct budget_rank *rk)
+{
+    double f = r->o->fraction;
+    for (int c = 0; c < GM_GPU_CATEGORIES; c++)
+        add_drow(rk, BUDGET_PART_BEFORE, c, rk->live_pre[c],
+                 (double)rk->live_pre[c] * f / BUDGET_GIB);
+    add_drow(rk, BUDGET_PART_UNEXPLAINED, -1, rk->unexpl_pre,
+             (double)rk->unexpl_pre * f / BUDGET_GIB);
+    add_drow(rk, BUDGET_PART_WEIGHTS, -1, rk->weights_live, (double)rk->weights_live / BUDGET_GIB);
+    for (int c = 0; c < GM_GPU_CATEGORIES; c++)
+        add_drow(rk, BUDGET_PART_BETWEEN, c, rk->between[c], (double)rk->between[c] / BUDGET_GIB);
+    add_drow(rk, BUDGET_PART_FREED, -1, rk->freed_between, -(double)rk->freed_between / BUDGET_GIB);
+    int64_t delta = gm_sub(rk->unexpl_post, rk->unexpl_pre);
+    add_drow(rk, BUDGET_PART_UNEXPL_DELTA, -1, delta, (double)delta / BUDGET_GIB);
+    if (rk->nrows > 1)
+        qsort(rk->rows, rk->nrows, sizeof(*rk->rows), compare_drows);
+    /* rest = F * total - the costs (exact when pre and post agree on total). */
+    rk->rest_own = budget_sglang_rest((double)rk->post_free / BUDGET_GIB,
+                                      (double)rk->pre_free / BUDGET_GIB, f);
+    rk->ledger_budget = f * (double)rk->pre_total / BUDGET_GIB;
+    double costs = 0;
+    for (size_t i = 0; i < rk->nrows; i++)
+        costs += rk->rows[i].cost_gib;
+    rk->ledger_other = rk->rest_own - (rk->ledger_budget - costs);
+}
+
+/* vLLM: torch's reserved bytes (this process's runtime memory) over time. */
+static void vllm_rank(const struct budget_analysis *r, struct budget_rank *rk)
+{
+    const struct gm_model *m = r->m;
+    const struct gm_process *p = &m->procs[rk->proc];
+    /* vLLM measures nothing between loading the weights and its profiling
+     * pass, so the stretch from S0 to S1 holds both: the weights are what it
+     * made through torch that is still live at S1 (torch's memory delta over
+     * load_model),
+     * and the weight burst ends at the last of them. */
+    size_t weights_end = rk->has_burst ? rk->burst.last : SIZE_MAX;
+    rk->weights = 0;
+    if (rk->has_burst) {
+        weights_end = rk->burst.first;
+        for (size_t i = rk->burst.first; i <= rk->burst.last && i < p->nevents; i++) {
+            const struct gm_event *e = &p->events[i];
+            if (e->type != GM_EV_ALLOC || e->gpu != rk->gpu)
+                continue;
+            const struct gm_alloc *a = &p->allocs[e->a];
+            /* torch's own memory only: what NCCL took meanwhile is non-torch */
+            if (!a->top || a->category != GM_CAT_RUNTIME)
+                continue;
+            if (a->end_event != GM_NONE && a->end_event <= rk->post)
+                continue;
+            rk->weights = gm_add(rk->weights, a->size);
+            weights_end = i;
+        }
+    }
+    int64_t runtime = 0;
+    bool after_burst = !rk->has_burst;
+    for (size_t i = 0; i < p->nevents; i++) {
+        const struct gm_event *e = &p->events[i];
+        if (i == rk->pre)
+            rk->torch_pre = runtime;
+        if (i == rk->post) {
+            rk->torch_post = runtime;
+            break;
+        }
+        if ((e->type == GM_EV_ALLOC || e->type == GM_EV_FREE) && e->gpu == rk->gpu) {
+            const struct gm_alloc *a = &p->allocs[e->a];
+            if (a->category == GM_CAT_RUNTIME)
+                runtime =
+                    e->type == GM_EV_ALLOC ? gm_add(runtime, a->size) : gm_sub(runtime, a->size);
+            if (runtime < 0)
+                runtime = 0;
+        }
+        if (rk->has_burst && i == weights_end) {
+            rk->runtime_at_burst_end = runtime;
+            rk->runtime_peak = runtime;
+            after_burst = true;
+        } else if (after_burst && i > rk->pre && runtime > rk->runtime_peak) {
+            rk->runtime_peak = runtime;
+        }
+    }
+    if (!rk->has_burst) {
+        rk->runtime_at_burst_end = rk->torch_pre;
+        if (rk->runtime_peak < rk->runtime_at_burst_end)
+            rk->runtime_peak = rk->runtime_at_burst_end;
+    }
+    rk->requested = budget_vllm_requested(rk->pre_total, r->o->util);
+    rk->early_failure = rk->pre_free < rk->requested;
+    rk->non_torch_pre = gm_sub(gm_sub(rk->pre_total, rk->pre_free), rk->torch_pre);
+    rk->non_torch_post = gm_sub(gm_sub(rk->post_total, rk->post_free), rk->torch_post);
+    rk->non_torch_increase = gm_sub(rk->non_torch_post, rk->non_torch_pre);
+    rk->peak_activation = gm_sub(rk->runtime_peak, rk->runtime_at_burst_end);
+    int64_t need = gm_add(gm_add(rk->weights, rk->peak_activation), rk->non_torch_increase);
+    need = gm_add(need, r->o->graph_estimate);
+    rk->available = gm_sub(rk->requested, need);
+    rk->has_u_min = budget_vllm_u_min(rk->pre_total, need, &rk->u_min);
+    rk->has_u_max = budget_vllm_u_max(rk->pre_total, rk->pre_free, &rk->u_max);
+}
+
+/* ---- per job ---- */
+
+static char *signed_mib_gib(char *buf, size_t size, double gib)
+{
+    if (gib > -1.0 && gib < 1.0)
+        snprintf(buf, size, "%+.1f MiB", gib * 1024.0);
+    else
+        snprintf(buf, size, "%+.2f GiB", gib);
+    return buf;
+}
+
+char *budget_part_label(const struct budget_row *d)
+{
+    switch (d->part) {
+    case BUDGET_PART_BEFORE:
+    case BUDGET_PART_BETWEEN:
+        return xasprintf("%s (%s)", gm_category_label((enum gm_category)d->category),
+                         gm_category_key((enum gm_category)d->category));
+    case BUDGET_PART_UNEXPLAINED:
+        return xstrdup("unexplained at pre (CUDA contexts, untraced memory)");
+    case BUDGET_PART_WEIGHTS:
+        return xstrdup("weights (the weight burst)");
+    case BUDGET_PART_FREED:
+        return xstrdup("freed between pre and post");
+    case BUDGET_PART_UNEXPL_DELTA:
+        return xstrdup("unexplained change between pre and post");
+    }
+    return xstrdup("?");
+}
+
+const char *budget_part_when(enum budget_part part)
+{
+    switch (part) {
+    case BUDGET_PART_BEFORE:
+        return "made before pre";
+    case BUDGET_PART_UNEXPLAINED:
+        return "at pre";
+    case BUDGET_PART_FREED:
+        return "pre -> post";
+    default:
+        return "made pre -> post";
+    }
+}
+
+/* One line that names what pushed a failing run under. */
+static char *conclusion(const struct budget_job *g, const struct budget_rank *rk)
+{
+    const struct budget_row *top = NULL;
+    for (size_t i = 0; i < rk->nrows && !top; i++)
+        if (rk->rows[i].part == BUDGET_PART_BEFORE || rk->rows[i].part == BUDGET_PART_BETWEEN ||
+            rk->rows[i].part == BUDGET_PART_UNEXPLAINED)
+            top = &rk->rows[i];
+    if (!top || top->cost_gib <= 0)
+        return NULL;
+    char bytes[UNITS_BUF], cost[UNITS_BUF], without[UNITS_BUF];
+    format_bytes_signed(bytes, sizeof(bytes), top->bytes);
+    format_bytes_signed(cost, sizeof(cost), (int64_t)llround(top->cost_gib * BUDGET_GIB));
+    signed_mib_gib(without, sizeof(without), g->rest + top->cost_gib);
+    if (top->part == BUDGET_PART_UNEXPLAINED)
+        return xasprintf("memory the traces do not explain (%s at pre: CUDA contexts, untraced "
+                         "memory) cost rest %s: without it rest would be %s",
+                         bytes, cost, without);
+    return xasprintf("%s (%s, %s %s) cost rest %s: without them rest would be %s",
+                     gm_category_label((enum gm_category)top->category),
+                     gm_category_key((enum gm_category)top->category), bytes,
+                     top->part == BUDGET_PART_BEFORE ? "made before pre"
+                                                     : "made between pre and post",
+                     cost, without);
+}
+
+/*
+ * Where the server's own Python code made the chosen measurements, when the
+ * traces carry Python stacks (stacks.h): the functions that measure free
+ * memory for the budget (docs/budget.md) are said in the rank's choice.
+ */
+static void name_measurements(const struct budget_analysis *r, struct budget_rank *rk)
+{
+    /* load_model and profile_cudagraph_memory too: a burst that chose one
+     * of their measurements chose what the server does not use. */
+    static const char *const names[] = {
+        "init_torch_distributed",
+        "profile_max_num_token",
+        "_profile_available_bytes",
+        "determine_available_memory",
+        "profile_run",
+        "init_device",
+        "load_model",
+        "profile_cudagraph_memory",
+    };
+    const size_t n = sizeof(names) / sizeof(names[0]);
+    const struct gm_process *p = &r->m->procs[rk->proc];
+    struct trace *t = (struct trace *)p->trace; /* read only */
+    char *pre = stacks_python_function(t, p->events[rk->pre].seq, names, n);
+    char *post = stacks_python_function(t, p->events[rk->post].seq, names, n);
+    if (pre || post) {
+        char *choice = xasprintf("%s; by the Python stacks, pre is in %s and post in %s",
+                                 rk->choice ? rk->choice : "", pre ? pre : "no function named",
+                                 post ? post : "no function named");
+        free(rk->choice);
+        rk->choice = choice;
+    }
+    free(pre);
+    free(post);
+}
+
+static void analyse_group(struct budget_analysis *r, struct budget_job *g)
+{
+    const struct budget_options *o = r->o;
+    g->float_ranks = (int)(g->world > (int64_t)g->nranks ? (g->world > 1 << 20 ? 1 << 20 : g->world)
+                                                         : (int64_t)g->nranks);
+    bool first = true;
+    for (size_t k = 0; k < g->nranks; k++) {
+        struct budget_rank *rk = &g->ranks[k];
+        if (!rk->analysed)
+            continue;
+        measure_rank(r, rk);
+        if (!rk->by_names)
+            name_measurements(r, rk);
+        g->analysed++;
+        if (o->framework == BUDGET_SGLANG) {
+            decompose(r, rk);
+            if (first || (uint64_t)rk->pre_free < g->min_pre) {
+                g->min_pre = (uint64_t)rk->pre_free;
+                g->pre_rank = k;
+            }
+            if (first || (uint64_t)rk->post_free < g->min_post) {
+                g->min_post = (uint64_t)rk->post_free;
+                g->post_rank = k;
+            }
+        } else {
+            vllm_rank(r, rk);
+            if (rk->early_failure && !g->early_failure) {
+                g->early_failure = true;
+                g->early_rank = k;
+            }
+            if (first || rk->available < g->available) {
+                g->available = rk->available;
+                g->available_rank = k;
+            }
+            /* The job fits for a U every rank fits with. */
+            if (first) {
+                g->has_u_min = rk->has_u_min;
+                g->u_min = rk->u_min;
+                g->has_u_max = rk->has_u_max;
+                g->u_max = rk->u_max;
+            } else {
+                g->has_u_min = g->has_u_min && rk->has_u_min;
+                if (rk->u_min > g->u_min)
+                    g->u_min = rk->u_min;
+                g->has_u_max = g->has_u_max && rk->has_u_max;
+                if (rk->u_max < g->u_max)
+                    g->u_max = rk->u_max;
+            }
+        }
+        first = false;
+    }
+    r->analysed += g->analysed;
+    if (g->analysed == 0)
+        return;
+    if (o->framework == BUDGET_SGLANG) {
+        g->pre_gib = budget_sglang_gib(g->min_pre, g->float_ranks);
+        g->post_gib = budget_sglang_gib(g->min_post, g->float_ranks);
+        g->rest = budget_sglang_rest(g->post_gib, g->pre_gib, o->fraction);
+        g->tokens = budget_sglang_tokens(g->rest, o->cell_size);
+        g->fits = g->tokens > 0;
+        g->f_min = budget_sglang_f_min(g->post_gib, g->pre_gib, o->cell_size);
+        g->has_f_min =
+            budget_sglang_f_min_rounded(g->post_gib, g->pre_gib, o->cell_size, &g->f_min_rounded);
+        g->verdict =
+            g->fits ? xasprintf("fits: %" PRId64 " tokens", g->tokens) : xstrdup(BUDGET_SGLANG_ERR);
+        if (!g->fits)
+            g->conclusion = conclusion(g, &g->ranks[g->post_rank]);
+    } else {
+        const struct budget_rank *rk = &g->ranks[g->early_rank];
+        if (g->early_failure) {
+            g->verdict = xasprintf(
+                "Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU "
+                "memory utilization (%g, %.2f GiB).",
+                (double)rk->pre_free / BUDGET_GIB, (double)rk->pre_total / BUDGET_GIB, o->util,
+                (double)rk->requested / BUDGET_GIB);
+        } else if (g->available <= 0) {
+            g->verdict = xstrdup(BUDGET_VLLM_ERR);
+        } else {
+            g->fits = true;
+            g->tokens = g->available / o->cell_size;
+            g->verdict = xasprintf("fits: %" PRId64 " tokens", g->tokens);
+        }
+    }
+}
+
+void budget_analysis_free(struct budget_analysis *r)
+{
+    for (size_t i = 0; i < r->ngroups; i++) {
+        struct budget_job *g = &r->groups[i];
+        for (size_t k = 0; k < g->nranks; k++) {
+            free(g->ranks[k].problem);
+            free(g->ranks[k].choice);
+        }
+        free(g->ranks);
+        free(g->missing);
+        free(g->conclusion);
+        free(g->verdict);
+    }
+    free(r->groups);
+    for (size_t i = 0; i < r->nnotes; i++)
+        free(r->notes[i]);
+    free(r->notes);
+}
+
+void budget_options_init(struct budget_options *o, struct budget_option_state *st)
+{
+    *o = (struct budget_options){.cell_size = BUDGET_CELL_SIZE, .burst_min = GM_BURST_MIN_DEFAULT};
+    *st = (struct budget_option_state){0};
+}
+
+static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
+{
+    uint64_t v;
+    if (parse_size(text, &v) != 0 || v > INT64_MAX || (positive && v == 0))
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+int budget_option(const char *cmd, int c, const char *arg, struct budget_options *o,
+                  struct budget_option_state *st)
+{
+    switch (c) {
+    case 'f':
+        st->framework = arg;
+        return 1;
+    case 'F':
+        if (!budget_parse_fraction(arg, &o->fraction))
+            return cli_usage_error(cmd, "--mem-fraction-static %s: expected a number in (0, 1]",
+                                   arg);
+        o->has_fraction = true;
+        o->fraction_source = "option";
+        st->budget_only = true;
+        return 1;
+    case 'U':
+        if (!budget_parse_fraction(arg, &o->util))
+            return cli_usage_error(cmd, "--gpu-memory-utilization %s: expected a number in (0, 1]",
+                                   arg);
+        o->has_util = true;
+        o->util_source = "option";
+        st->budget_only = true;
+        return 1;
+    case 'c':
+        if (!parse_bytes_opt(arg, &o->cell_size, true))
+            return cli_usage_error(cmd, "--cell-size %s: expected a positive size in bytes", arg);
+        st->budget_only = true;
+        return 1;
+    case 'b':
+        if (!parse_bytes_opt(arg, &o->burst_min, true))
+            return cli_usage_error(cmd, "--burst-min %s: expected a positive size in bytes", arg);
+        return 1;
+    case 'g':
+        if (!parse_bytes_opt(arg, &o->graph_estimate, false))
+            return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes", arg);
+        st->has_graph = true;
+        st->budget_only = true;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int budget_options_finish(const char *cmd, bool framework_required, struct budget_options *o,
+                          struct budget_option_state *st)
+{
+    if (!st->framework) {
+        if (framework_required)
+            return cli_usage_error(cmd, "--framework sglang|vllm is required");
+        if (st->budget_only)
+            return cli_usage_error(cmd, "the budget options need --framework sglang|vllm");
+        return CLI_PARSED;
+    }
+    if (strcmp(st->framework, "sglang") == 0)
+        o->framework = BUDGET_SGLANG;
+    else if (strcmp(st->framework, "vllm") == 0)
+        o->framework = BUDGET_VLLM;
+    else
+        return cli_usage_error(cmd, "--framework %s: expected sglang or vllm", st->framework);
+    if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph))
+        return cli_usage_error(cmd, "%s is a vLLM option",
+                               o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
+    if (o->framework == BUDGET_VLLM && o->has_fraction)
+        return cli_usage_error(cmd, "--mem-fraction-static is an SGLang option");
+    return CLI_PARSED;
+}
+
+int budget_analyse(struct budget_analysis *r)
+{
+    if (find_groups(r) != 0)
+        return -1;
+    for (size_t i = 0; i < r->ngroups; i++)
+        analyse_group(r, &r->groups[i]);
+    return 0;
+}

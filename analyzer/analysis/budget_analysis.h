@@ -1,0 +1,176 @@
+/*
+ * budget_analysis.h - `cutrace budget` without its printing: finds each
+ * rank's measurements in a loaded model (gpumodel.h), groups ranks into
+ * jobs by their NCCL communicators and replays the server's arithmetic
+ * (budget.h) per job, with the decomposition of SGLang's rest by category.
+ * cmd_budget.c prints the result; cmd_diff.c puts two runs' side by side.
+ */
+#ifndef CUTRACE_ANALYZER_BUDGET_ANALYSIS_H
+#define CUTRACE_ANALYZER_BUDGET_ANALYSIS_H
+
+#include "replay/budget.h"
+#include "model/gpumodel.h"
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum budget_framework { BUDGET_SGLANG, BUDGET_VLLM };
+
+/* What the user asked for (cmd_budget.c parses it; cutrace diff fills it). */
+struct budget_options {
+    enum budget_framework framework;
+    bool has_fraction, has_util, has_pre;
+    double fraction, util; /* F and U */
+    const char *fraction_source, *util_source;
+    int64_t source_pid;
+    int64_t cell_size, burst_min, graph_estimate;
+    int64_t pre_seq, post_seq;
+    bool json;
+    const char *path;
+};
+
+/* One part of SGLang's rest, for the decomposition. */
+enum budget_part {
+    BUDGET_PART_BEFORE,       /* live at pre: costs bytes * F */
+    BUDGET_PART_UNEXPLAINED,  /* unexplained at pre: costs bytes * F */
+    BUDGET_PART_WEIGHTS,      /* the weight burst, live at post: costs bytes */
+    BUDGET_PART_BETWEEN,      /* other memory made between pre and post, live at post */
+    BUDGET_PART_FREED,        /* live at pre, freed before post: gives back */
+    BUDGET_PART_UNEXPL_DELTA, /* unexplained memory that appeared between pre and post */
+};
+/* "before_pre", "unexplained_at_pre", ...: the JSON names of the parts */
+extern const char *const budget_part_keys[];
+
+struct budget_row {
+    enum budget_part part;
+    int category; /* enum gm_category, -1 when none */
+    int64_t bytes;
+    double cost_gib;
+};
+
+/* One rank: the measurements chosen, what was live at each, the arithmetic. */
+struct budget_rank {
+    uint32_t proc, gpu;
+    bool analysed;
+    char *problem; /* why not */
+    bool has_burst;
+    bool by_names; /* pre and post chosen by the Python functions that made them */
+    struct gm_burst burst;
+    uint32_t pre, post; /* measurement events */
+    char *choice;
+    int64_t pre_free, pre_total, post_free, post_total;
+    int64_t live_pre[GM_CATEGORIES], live_post[GM_CATEGORIES];
+    int64_t unexpl_pre, unexpl_post;
+    int64_t between[GM_GPU_CATEGORIES], weights_live, freed_between;
+    double rest_own;
+    struct budget_row rows[2 * GM_GPU_CATEGORIES + 4];
+    size_t nrows;
+    double ledger_budget, ledger_other;
+    /* vLLM */
+    int64_t requested, weights, torch_pre, torch_post, non_torch_pre, non_torch_post;
+    int64_t non_torch_increase, runtime_at_burst_end, runtime_peak, peak_activation, available;
+    bool early_failure;
+    bool has_u_min, has_u_max;
+    double u_min, u_max;
+    /* the KV pool seen after post */
+    bool has_kv;
+    int64_t kv_count, kv_size;
+};
+
+/* The ranks of one job (a tensor-parallel group) and the server's verdict. */
+struct budget_job {
+    struct budget_rank *ranks;
+    size_t nranks, cap;
+    bool has_hash;
+    uint64_t hash;
+    int64_t world; /* nranks of its largest communicator, 0 unknown */
+    int64_t *missing;
+    size_t nmissing, missing_cap;
+    size_t analysed;
+    /* SGLang */
+    uint64_t min_pre, min_post;
+    size_t pre_rank, post_rank; /* the ranks holding the MINs; post_rank is the binding one */
+    int float_ranks;
+    double pre_gib, post_gib, rest;
+    int64_t tokens;
+    bool fits;
+    double f_min, f_min_rounded;
+    bool has_f_min;
+    char *conclusion;
+    /* vLLM */
+    int64_t available;
+    size_t available_rank, early_rank;
+    bool early_failure, has_u_min, has_u_max;
+    double u_min, u_max;
+    char *verdict;
+};
+
+/* Every job of a run. */
+struct budget_analysis {
+    const struct gm_model *m;
+    struct budget_options *o;
+    struct budget_job *groups;
+    size_t ngroups;
+    size_t analysed;
+    size_t groups_cap;
+    char **notes;
+    size_t nnotes, notes_cap;
+};
+
+/* true when text is a number in (0, 1] (a fraction or a utilization). */
+bool budget_parse_fraction(const char *text, double *out);
+
+/*
+ * The options `cutrace budget` and `cutrace diff` share, parsed once: put
+ * BUDGET_LONG_OPTIONS in the getopt table, hand every option to
+ * budget_option, then call budget_options_finish.
+ */
+#define BUDGET_LONG_OPTIONS                                                                        \
+    {"framework", required_argument, NULL, 'f'},                                                   \
+        {"mem-fraction-static", required_argument, NULL, 'F'},                                     \
+        {"gpu-memory-utilization", required_argument, NULL, 'U'},                                  \
+        {"cell-size", required_argument, NULL, 'c'}, {"burst-min", required_argument, NULL, 'b'},  \
+    {                                                                                              \
+        "cuda-graph-estimate", required_argument, NULL, 'g'                                        \
+    }
+
+struct budget_option_state {
+    const char *framework; /* as given, NULL when absent */
+    bool has_graph;
+    bool budget_only; /* an option that means nothing without --framework */
+};
+
+/* Defaults: SGLang's DeepSeek cell size, a 1 GiB weight burst. */
+void budget_options_init(struct budget_options *o, struct budget_option_state *st);
+
+/* Returns 1 when c is one of BUDGET_LONG_OPTIONS and arg was taken, 0 when
+ * c is not one of them, or the exit status of a usage error. */
+int budget_option(const char *cmd, int c, const char *arg, struct budget_options *o,
+                  struct budget_option_state *st);
+
+/* After the options: the framework and the combinations that make no sense.
+ * Returns CLI_PARSED, or the exit status of a usage error. */
+int budget_options_finish(const char *cmd, bool framework_required, struct budget_options *o,
+                          struct budget_option_state *st);
+
+/* F or U from the traced command lines, when the options do not give it;
+ * vLLM falls back on its default U. */
+void budget_values_from_cmdlines(struct budget_analysis *r);
+
+/*
+ * Finds the ranks and jobs of r->m and analyses each (r->m and r->o set,
+ * the rest zero). Returns 0, or -1 after printing the one-line error of
+ * bad input (a --pre/--post that names no measurement). r->analysed counts
+ * the ranks that could be analysed.
+ */
+int budget_analyse(struct budget_analysis *r);
+void budget_analysis_free(struct budget_analysis *r);
+
+/* A decomposition row's words: "custom all-reduce buffers (ipc_exported)"
+ * (malloc'd), and when it was made: "made before pre". */
+char *budget_part_label(const struct budget_row *d);
+const char *budget_part_when(enum budget_part part);
+
+#endif

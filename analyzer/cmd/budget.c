@@ -1,0 +1,740 @@
+/*
+ * cmd_budget.c - `cutrace budget DIR --framework sglang|vllm ...`: replays
+ * the KV-cache sizing an inference server did at startup (docs/budget.md),
+ * from the cudaMemGetInfo answers its ranks got and the allocations around
+ * them, and says what pushed it under.
+ *
+ * The analysis is budget_analysis.c's; this file parses the options and
+ * prints the result as text or JSON.
+ *
+ * Exit 0 when some rank was analysed (a "Not enough memory" verdict is a
+ * result, not an error), 1 on bad input or when no rank could be, 2 usage.
+ */
+#include "analysis/budget_analysis.h"
+#include "cli.h"
+#include "out/json.h"
+#include "out/table.h"
+#include "model/trace.h"
+#include "model/traceset.h"
+#include "out/units.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: cutrace budget --framework sglang|vllm [options] [--json] DIR\n"
+    "\n"
+    "Replay how the inference server sized its KV cache at startup from the\n"
+    "cudaMemGetInfo answers its ranks got (docs/budget.md): the measurements\n"
+    "chosen, the server's own arithmetic, the verdict, the smallest fraction\n"
+    "that fits, and what took the memory.\n"
+    "\n"
+    "options:\n"
+    "  --framework sglang|vllm       whose arithmetic to replay (required)\n"
+    "  --mem-fraction-static F       SGLang's F (else from the traced command line)\n"
+    "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
+    "  --cell-size BYTES             KV bytes per token (default 70272)\n"
+    "  --pre SEQ --post SEQ          use these measurements (seqs in one rank's\n"
+    "                                trace; other ranks use theirs of the same index)\n"
+    "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
+    "  --json                        one JSON document with raw numbers\n"
+    "  -h, --help                    show this help\n"
+    "\n"
+    "exit status: 0 analysed (whatever the verdict), 1 bad input or no rank could\n"
+    "be analysed, 2 usage error\n";
+
+/* ---- options ---- */
+
+static bool parse_seq(const char *text, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v <= 0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_options(int argc, char **argv, struct budget_options *o)
+{
+    static const struct option options[] = {
+        BUDGET_LONG_OPTIONS,
+        {"pre", required_argument, NULL, 'p'},
+        {"post", required_argument, NULL, 'P'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd = argv[0];
+    bool has_post = false;
+    struct budget_option_state st;
+    budget_options_init(o, &st);
+    int c;
+    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        int taken = budget_option(cmd, c, optarg, o, &st);
+        if (taken > 1)
+            return taken;
+        if (taken == 1)
+            continue;
+        switch (c) {
+        case 'p':
+            if (!parse_seq(optarg, &o->pre_seq))
+                return cli_usage_error(cmd, "--pre %s: expected a sequence number", optarg);
+            o->has_pre = true;
+            break;
+        case 'P':
+            if (!parse_seq(optarg, &o->post_seq))
+                return cli_usage_error(cmd, "--post %s: expected a sequence number", optarg);
+            has_post = true;
+            break;
+        case 'j':
+            o->json = true;
+            break;
+        case 'h':
+            return CLI_EXIT_OK;
+        default:
+            return CLI_EXIT_USAGE;
+        }
+    }
+    int finished = budget_options_finish(cmd, true, o, &st);
+    if (finished != CLI_PARSED)
+        return finished;
+    if (o->has_pre != has_post)
+        return cli_usage_error(cmd, "--pre and --post go together");
+    if (o->has_pre && o->pre_seq == o->post_seq)
+        return cli_usage_error(cmd, "--pre and --post name the same seq");
+    if (optind >= argc)
+        return cli_usage_error(cmd, "missing trace directory");
+    if (argc - optind > 1)
+        return cli_usage_error(cmd, "one trace directory expected, got %d arguments",
+                               argc - optind);
+    o->path = argv[optind];
+    return CLI_PARSED;
+}
+
+/* ---- text ---- */
+
+/* "<prefix> <text>" wrapped to the report's width: texts name files, hosts
+ * and APIs from the traces, of any length. */
+static void wrapped_line(FILE *out, size_t indent, const char *prefix, const char *text)
+{
+    char *line = xasprintf("%s %s", prefix, text);
+    text_print_wrapped(out, line, indent);
+    free(line);
+}
+
+/* A line with its sequence numbers masked ("seq 141", "seq 143-735"): the
+ * lines of two ranks that differ only there say the same thing. */
+static char *masked(const char *text)
+{
+    char *m = xstrdup(text);
+    for (char *c = strstr(m, "seq "); c; c = strstr(c, "seq ")) {
+        c += 4;
+        while ((*c >= '0' && *c <= '9') || (*c == '-' && c[1] >= '0' && c[1] <= '9'))
+            *c++ = '#';
+    }
+    return m;
+}
+
+/*
+ * Per-rank lines "<who>: <text>", wrapped. A run of ranks whose lines say the
+ * same (equal but for numbers) is one line for the first rank and one for
+ * the rest: eight ranks of one job usually do exactly the same thing.
+ */
+static void print_rank_lines(FILE *out, const struct gm_model *m, const uint32_t *procs,
+                             char **texts, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        char *key = masked(texts[i]);
+        size_t j = i + 1;
+        bool identical = true;
+        for (; j < n; j++) {
+            char *other = masked(texts[j]);
+            bool same = strcmp(key, other) == 0;
+            free(other);
+            if (!same)
+                break;
+            identical &= strcmp(texts[i], texts[j]) == 0;
+        }
+        free(key);
+        char who[64];
+        gm_process_name(who, sizeof(who), &m->procs[procs[i]]);
+        strcat(who, ":");
+        wrapped_line(out, 2, who, texts[i]);
+        if (j - i > 1) {
+            const struct gm_process *first = &m->procs[procs[i + 1]];
+            const struct gm_process *last = &m->procs[procs[j - 1]];
+            char *others =
+                first->has_rank && last->has_rank
+                    ? xasprintf("ranks %" PRId64 "%s%" PRId64 " (pids %" PRId64 "%s%" PRId64 "):",
+                                first->rank, j - i > 2 ? "-" : ", ", last->rank, first->pid,
+                                j - i > 2 ? "-" : ", ", last->pid)
+                    : xasprintf("pids %" PRId64 "%s%" PRId64 ":", first->pid,
+                                j - i > 2 ? "-" : ", ", last->pid);
+            wrapped_line(out, 2, others,
+                         identical ? "the same" : "the same, at their own seq numbers");
+            free(others);
+        }
+        i = j;
+    }
+}
+
+static const char *framework_name(enum budget_framework f)
+{
+    return f == BUDGET_SGLANG ? "sglang" : "vllm";
+}
+
+static char *gpu_short(const struct gm_model *m, uint32_t gpu)
+{
+    if (gpu == GM_NONE)
+        return xstrdup("-");
+    const char *key = m->gpus[gpu].key;
+    size_t len = strlen(key);
+    if (strncmp(key, "GPU-", 4) == 0 && len > 12)
+        len = 12;
+    return xstrndup(key, len);
+}
+
+static int64_t at_ns(const struct gm_process *p, int64_t t_ns)
+{
+    return gm_sub(t_ns, p->has_start_mono ? p->start_mono_ns : p->first_t_ns);
+}
+
+static char *rank_label(const struct gm_process *p)
+{
+    return p->has_rank ? xasprintf("%" PRId64, p->rank) : xstrdup("-");
+}
+
+static void print_ranks_table(const struct budget_analysis *r, const struct budget_job *g,
+                              FILE *out)
+{
+    const struct gm_model *m = r->m;
+    bool vllm = r->o->framework == BUDGET_VLLM;
+    static const struct table_column cols[] = {
+        {"rank", TABLE_RIGHT, 0},         {"pid", TABLE_RIGHT, 0}, {"gpu", TABLE_LEFT, 0},
+        {"pre seq", TABLE_RIGHT, 0},      {"at", TABLE_RIGHT, 0},  {"free", TABLE_RIGHT, 0},
+        {"post seq", TABLE_RIGHT, 0},     {"at", TABLE_RIGHT, 0},  {"free", TABLE_RIGHT, 0},
+        {"weight burst", TABLE_RIGHT, 0},
+    };
+    struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    if (vllm) {
+        /* same columns; S0 and S1 are vLLM's names for pre and post */
+    }
+    char buf[UNITS_BUF];
+    for (size_t k = 0; k < g->nranks; k++) {
+        const struct budget_rank *rk = &g->ranks[k];
+        const struct gm_process *p = &m->procs[rk->proc];
+        char *label = rank_label(p), *gpu = gpu_short(m, rk->gpu);
+        table_cell(t, label);
+        table_cellf(t, "%" PRId64, p->pid);
+        table_cell(t, gpu);
+        free(label);
+        free(gpu);
+        if (!rk->analysed) {
+            for (int i = 0; i < 7; i++)
+                table_cell(t, NULL);
+            continue;
+        }
+        const struct gm_event *pre = &p->events[rk->pre], *post = &p->events[rk->post];
+        table_cellf(t, "%" PRId64, pre->seq);
+        table_cell(t, format_offset(buf, sizeof(buf), at_ns(p, pre->t_ns)));
+        table_cell(t, format_bytes(buf, sizeof(buf), (uint64_t)rk->pre_free));
+        table_cellf(t, "%" PRId64, post->seq);
+        table_cell(t, format_offset(buf, sizeof(buf), at_ns(p, post->t_ns)));
+        table_cell(t, format_bytes(buf, sizeof(buf), (uint64_t)rk->post_free));
+        table_cell(t, rk->has_burst ? format_bytes(buf, sizeof(buf), (uint64_t)rk->burst.bytes)
+                                    : NULL);
+    }
+    table_print(t, out, 2);
+    table_free(t);
+    uint32_t *procs = xcalloc(g->nranks ? g->nranks : 1, sizeof(*procs));
+    char **texts = xcalloc(g->nranks ? g->nranks : 1, sizeof(*texts));
+    for (size_t k = 0; k < g->nranks; k++) {
+        procs[k] = g->ranks[k].proc;
+        texts[k] = xstrdup(g->ranks[k].analysed ? g->ranks[k].choice : g->ranks[k].problem);
+    }
+    print_rank_lines(out, m, procs, texts, g->nranks);
+    for (size_t k = 0; k < g->nranks; k++)
+        free(texts[k]);
+    free(texts);
+    free(procs);
+}
+
+static void print_decomposition(const struct budget_analysis *r, const struct budget_job *g,
+                                FILE *out)
+{
+    const struct gm_model *m = r->m;
+    const struct budget_rank *rk = &g->ranks[g->post_rank];
+    char who[64], buf[UNITS_BUF], cost[UNITS_BUF];
+    gm_process_name(who, sizeof(who), &m->procs[rk->proc]);
+    fprintf(out, "\n  What took rest on %s (the smallest post), ranked by cost:\n", who);
+    static const struct table_column cols[] = {
+        {"part", TABLE_LEFT, 0},
+        {"when", TABLE_LEFT, 0},
+        {"bytes", TABLE_RIGHT, 0},
+        {"cost to rest", TABLE_RIGHT, 0},
+    };
+    struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+    for (size_t i = 0; i < rk->nrows; i++) {
+        const struct budget_row *d = &rk->rows[i];
+        char *label = budget_part_label(d);
+        table_cell(t, label);
+        free(label);
+        table_cell(t, budget_part_when(d->part));
+        table_cell(t, format_bytes_signed(buf, sizeof(buf), d->bytes));
+        table_cell(
+            t, format_bytes_signed(cost, sizeof(cost), (int64_t)llround(d->cost_gib * BUDGET_GIB)));
+    }
+    table_print(t, out, 4);
+    table_free(t);
+    char *ledger =
+        xasprintf("F x total = %.6f GiB, minus these costs%s = rest of this rank "
+                  "%.6f GiB (its own numbers, before MIN and float32)",
+                  rk->ledger_budget, fabs(rk->ledger_other) > 1e-9 ? ", minus other changes" : "",
+                  rk->rest_own);
+    text_print_wrapped(out, ledger, 4);
+    free(ledger);
+    if (g->conclusion)
+        wrapped_line(out, 2, "conclusion:", g->conclusion);
+}
+
+static void print_kv(const struct budget_analysis *r, const struct budget_job *g, FILE *out)
+{
+    const struct gm_model *m = r->m;
+    char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF];
+    uint32_t *procs = xcalloc(g->nranks ? g->nranks : 1, sizeof(*procs));
+    char **texts = xcalloc(g->nranks ? g->nranks : 1, sizeof(*texts));
+    size_t n = 0;
+    for (size_t k = 0; k < g->nranks; k++) {
+        const struct budget_rank *rk = &g->ranks[k];
+        if (!rk->analysed || (!rk->has_kv && !g->fits))
+            continue;
+        int64_t predicted = r->o->framework == BUDGET_SGLANG
+                                ? (g->tokens > 0 && g->tokens <= INT64_MAX / r->o->cell_size
+                                       ? g->tokens * r->o->cell_size
+                                       : 0)
+                                : rk->available;
+        procs[n] = rk->proc;
+        if (rk->has_kv)
+            texts[n++] = xasprintf(
+                "KV pool seen after post: %" PRId64 " x %s = %s; predicted %s", rk->kv_count,
+                format_bytes(a, sizeof(a), (uint64_t)rk->kv_size),
+                format_bytes(b, sizeof(b),
+                             (uint64_t)(rk->kv_size > 0 && rk->kv_count > INT64_MAX / rk->kv_size
+                                            ? INT64_MAX
+                                            : rk->kv_count * rk->kv_size)),
+                format_bytes_signed(c, sizeof(c), predicted));
+        else
+            texts[n++] = xasprintf("no KV pool seen after post (predicted %s)",
+                                   format_bytes_signed(c, sizeof(c), predicted));
+    }
+    print_rank_lines(out, m, procs, texts, n);
+    for (size_t k = 0; k < n; k++)
+        free(texts[k]);
+    free(texts);
+    free(procs);
+}
+
+static void print_group_text(const struct budget_analysis *r, const struct budget_job *g,
+                             size_t index, FILE *out)
+{
+    const struct budget_options *o = r->o;
+    fprintf(out, "\nJob %zu", index + 1);
+    if (g->has_hash)
+        fprintf(out, " (communicator %016" PRIx64 ", %" PRId64 " ranks)", g->hash, g->world);
+    fprintf(out, ": %zu rank%s traced, %zu analysed\n", g->nranks, g->nranks == 1 ? "" : "s",
+            g->analysed);
+    if (g->nmissing) {
+        fputs("  no trace for rank", out);
+        for (size_t i = 0; i < g->nmissing && i < 16; i++)
+            fprintf(out, "%s %" PRId64, i ? "," : (g->nmissing > 1 ? "s" : ""), g->missing[i]);
+        fprintf(out, "%s: the MIN covers only the traced ranks\n", g->nmissing > 16 ? ", ..." : "");
+    }
+    print_ranks_table(r, g, out);
+    if (g->analysed == 0) {
+        fputs("  no rank of this job could be analysed\n", out);
+        return;
+    }
+    if (o->framework == BUDGET_SGLANG) {
+        const struct budget_rank *pre = &g->ranks[g->pre_rank], *post = &g->ranks[g->post_rank];
+        fprintf(out, "\n  SGLang's arithmetic (free bytes%s, MIN over the ranks, in GiB):\n",
+                g->float_ranks > 1 ? " as float32" : "");
+        fprintf(out, "    pre    = %.6f GiB   (MIN %" PRIu64 " B, pid %" PRId64 ")\n", g->pre_gib,
+                g->min_pre, r->m->procs[pre->proc].pid);
+        fprintf(out, "    post   = %.6f GiB   (MIN %" PRIu64 " B, pid %" PRId64 ")\n", g->post_gib,
+                g->min_post, r->m->procs[post->proc].pid);
+        fprintf(out, "    rest   = post - pre * (1 - %g) = %.6f GiB\n", o->fraction, g->rest);
+        fprintf(out, "    tokens = floor(rest * 2^30 / %" PRId64 ") = %" PRId64 "\n", o->cell_size,
+                g->tokens);
+        fprintf(out, "  verdict: %s\n", g->verdict);
+        if (g->has_f_min)
+            fprintf(out, "  smallest --mem-fraction-static that fits: %.3f (exactly %.6f)\n",
+                    g->f_min_rounded, g->f_min);
+        else
+            fputs("  no --mem-fraction-static up to 1 fits\n", out);
+        print_decomposition(r, g, out);
+        print_kv(r, g, out);
+        return;
+    }
+    char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF], d[UNITS_BUF], e[UNITS_BUF], f[UNITS_BUF];
+    fprintf(out, "\n  vLLM's arithmetic per rank (S0 = pre, S1 = post; U = %g):\n", o->util);
+    for (size_t k = 0; k < g->nranks; k++) {
+        const struct budget_rank *rk = &g->ranks[k];
+        if (!rk->analysed)
+            continue;
+        char who[64];
+        gm_process_name(who, sizeof(who), &r->m->procs[rk->proc]);
+        char graphs[UNITS_BUF + 16] = "";
+        if (o->graph_estimate)
+            snprintf(graphs, sizeof(graphs), ", CUDA graphs %s",
+                     format_bytes_signed(f, sizeof(f), o->graph_estimate));
+        char *line =
+            xasprintf("%s: requested %s = total %s x U; weights %s, activation peak %s, non-torch "
+                      "increase %s%s",
+                      who, format_bytes_signed(a, sizeof(a), rk->requested),
+                      format_bytes_signed(b, sizeof(b), rk->pre_total),
+                      format_bytes_signed(c, sizeof(c), rk->weights),
+                      format_bytes_signed(d, sizeof(d), rk->peak_activation),
+                      format_bytes_signed(e, sizeof(e), rk->non_torch_increase), graphs);
+        text_print_wrapped(out, line, 4);
+        free(line);
+        fprintf(out, "      available for the KV cache: %s%s\n",
+                format_bytes_signed(a, sizeof(a), rk->available),
+                rk->early_failure ? "; free memory at S0 is below requested" : "");
+    }
+    fprintf(out, "  verdict: %s\n", g->verdict);
+    if (g->has_u_min && (!g->has_u_max || g->u_min <= g->u_max))
+        fprintf(out, "  --gpu-memory-utilization that fits: %.3f to %.3f\n", g->u_min,
+                g->has_u_max ? g->u_max : 1.0);
+    else
+        fputs("  no --gpu-memory-utilization fits\n", out);
+    print_kv(r, g, out);
+}
+
+static void print_text(const struct budget_analysis *r, FILE *out)
+{
+    const struct budget_options *o = r->o;
+    char cell[UNITS_BUF], burst[UNITS_BUF];
+    fputs("cutrace budget of ", out);
+    text_print(out, o->path, 60, 0);
+    fprintf(out, ": %s, %zu job%s, %zu rank%s analysed\n", framework_name(o->framework), r->ngroups,
+            r->ngroups == 1 ? "" : "s", r->analysed, r->analysed == 1 ? "" : "s");
+    if (o->framework == BUDGET_SGLANG) {
+        fprintf(out, "  --mem-fraction-static %g", o->fraction);
+        if (strcmp(o->fraction_source, "cmdline") == 0)
+            fprintf(out, " (from the command line of pid %" PRId64 ")", o->source_pid);
+    } else {
+        fprintf(out, "  --gpu-memory-utilization %g", o->util);
+        if (strcmp(o->util_source, "cmdline") == 0)
+            fprintf(out, " (from the command line of pid %" PRId64 ")", o->source_pid);
+        else if (strcmp(o->util_source, "default") == 0)
+            fputs(" (vLLM's default)", out);
+    }
+    fprintf(out, ", cell size %s, burst min %s\n",
+            format_bytes(cell, sizeof(cell), (uint64_t)o->cell_size),
+            format_bytes(burst, sizeof(burst), (uint64_t)o->burst_min));
+    for (size_t i = 0; i < r->ngroups; i++)
+        print_group_text(r, &r->groups[i], i, out);
+    if (r->ngroups == 0)
+        fputs("\nno rank: no process made a weight burst with measurements around it\n", out);
+    const struct gm_model *m = r->m;
+    if (m->nnotes || r->nnotes)
+        fputc('\n', out);
+    for (size_t i = 0; i < r->nnotes; i++)
+        wrapped_line(out, 0, "note:", r->notes[i]);
+    for (size_t i = 0; i < m->nnotes; i++)
+        wrapped_line(out, 0, "note:", m->notes[i]);
+}
+
+/* ---- JSON ---- */
+
+static void json_measure(struct json_writer *w, const char *key, const struct gm_process *p,
+                         uint32_t event, const int64_t *live, int64_t unexplained)
+{
+    const struct gm_event *e = &p->events[event];
+    json_key(w, key);
+    json_object_begin(w);
+    json_kv_int(w, "seq", e->seq);
+    json_kv_int(w, "t_ns", e->t_ns);
+    json_kv_int(w, "at_ns", at_ns(p, e->t_ns));
+    json_kv_int(w, "free_bytes", e->a);
+    json_kv_int(w, "total_bytes", e->b);
+    json_kv_int(w, "used_bytes", gm_sub(e->b, e->a));
+    json_kv_int(w, "traced_bytes", gm_traced(live));
+    json_kv_int(w, "unexplained_bytes", unexplained);
+    json_key(w, "live");
+    json_object_begin(w);
+    for (int c = 0; c < GM_CATEGORIES; c++)
+        json_kv_int(w, gm_category_key((enum gm_category)c), live[c]);
+    json_object_end(w);
+    json_object_end(w);
+}
+
+static void json_rank(struct json_writer *w, const struct budget_analysis *r,
+                      const struct budget_job *g, const struct budget_rank *rk)
+{
+    const struct gm_model *m = r->m;
+    const struct gm_process *p = &m->procs[rk->proc];
+    json_object_begin(w);
+    if (p->has_rank)
+        json_kv_int(w, "rank", p->rank);
+    else
+        json_kv_null(w, "rank");
+    json_kv_int(w, "pid", p->pid);
+    json_kv_string(w, "file", p->trace->file);
+    json_kv_string(w, "host", p->host);
+    json_kv_string(w, "gpu", rk->gpu == GM_NONE ? NULL : m->gpus[rk->gpu].key);
+    if (rk->gpu == GM_NONE)
+        json_kv_null(w, "gpu_index");
+    else
+        json_kv_int(w, "gpu_index", rk->gpu);
+    json_kv_bool(w, "analysed", rk->analysed);
+    json_kv_string(w, "problem", rk->problem);
+    json_kv_string(w, "choice", rk->choice);
+    json_key(w, "weight_burst");
+    if (rk->has_burst) {
+        json_object_begin(w);
+        json_kv_int(w, "first_seq", m->procs[rk->proc].events[rk->burst.first].seq);
+        json_kv_int(w, "last_seq", m->procs[rk->proc].events[rk->burst.last].seq);
+        json_kv_int(w, "allocations", rk->burst.count);
+        json_kv_int(w, "bytes", rk->burst.bytes);
+        if (rk->burst.kv_like_skipped)
+            json_kv_int(w, "passed_over_kv_like_bytes", rk->burst.skipped_bytes);
+        else
+            json_kv_null(w, "passed_over_kv_like_bytes");
+        json_object_end(w);
+    } else {
+        json_null(w);
+    }
+    if (!rk->analysed) {
+        json_object_end(w);
+        return;
+    }
+    json_measure(w, "pre", p, rk->pre, rk->live_pre, rk->unexpl_pre);
+    json_measure(w, "post", p, rk->post, rk->live_post, rk->unexpl_post);
+    json_key(w, "made_between_live_at_post");
+    json_object_begin(w);
+    for (int c = 0; c < GM_GPU_CATEGORIES; c++)
+        json_kv_int(w, gm_category_key((enum gm_category)c), rk->between[c]);
+    json_object_end(w);
+    json_kv_int(w, "weights_live_at_post_bytes", rk->weights_live);
+    json_kv_int(w, "freed_between_bytes", rk->freed_between);
+    if (r->o->framework == BUDGET_SGLANG) {
+        json_kv_double(w, "rest_gib_own", rk->rest_own);
+        json_key(w, "decomposition");
+        json_array_begin(w);
+        for (size_t i = 0; i < rk->nrows; i++) {
+            const struct budget_row *d = &rk->rows[i];
+            json_object_begin(w);
+            json_kv_string(w, "part", budget_part_keys[d->part]);
+            json_kv_string(w, "category",
+                           d->category >= 0 ? gm_category_key((enum gm_category)d->category)
+                                            : NULL);
+            json_kv_int(w, "bytes", d->bytes);
+            json_kv_double(w, "cost_gib", d->cost_gib);
+            json_object_end(w);
+        }
+        json_array_end(w);
+        json_kv_double(w, "budget_gib", rk->ledger_budget);
+        json_kv_double(w, "other_gib", rk->ledger_other);
+    } else {
+        json_kv_int(w, "requested_bytes", rk->requested);
+        json_kv_bool(w, "early_failure", rk->early_failure);
+        json_kv_int(w, "weights_bytes", rk->weights);
+        json_kv_int(w, "torch_pre_bytes", rk->torch_pre);
+        json_kv_int(w, "torch_post_bytes", rk->torch_post);
+        json_kv_int(w, "non_torch_pre_bytes", rk->non_torch_pre);
+        json_kv_int(w, "non_torch_post_bytes", rk->non_torch_post);
+        json_kv_int(w, "non_torch_increase_bytes", rk->non_torch_increase);
+        json_kv_int(w, "runtime_at_burst_end_bytes", rk->runtime_at_burst_end);
+        json_kv_int(w, "runtime_peak_bytes", rk->runtime_peak);
+        json_kv_int(w, "peak_activation_bytes", rk->peak_activation);
+        json_kv_int(w, "cuda_graph_estimate_bytes", r->o->graph_estimate);
+        json_kv_int(w, "available_kv_bytes", rk->available);
+    }
+    json_key(w, "kv_pool");
+    if (rk->has_kv) {
+        json_object_begin(w);
+        json_kv_int(w, "count", rk->kv_count);
+        json_kv_int(w, "size", rk->kv_size);
+        json_kv_int(w, "bytes",
+                    rk->kv_count > INT64_MAX / rk->kv_size ? INT64_MAX
+                                                           : rk->kv_count * rk->kv_size);
+        json_object_end(w);
+    } else {
+        json_null(w);
+    }
+    (void)g;
+    json_object_end(w);
+}
+
+static void json_group(struct json_writer *w, const struct budget_analysis *r,
+                       const struct budget_job *g)
+{
+    const struct budget_options *o = r->o;
+    char hash[24];
+    json_object_begin(w);
+    snprintf(hash, sizeof(hash), "%016" PRIx64, g->hash);
+    json_kv_string(w, "communicator", g->has_hash ? hash : NULL);
+    if (g->has_hash)
+        json_kv_int(w, "nranks", g->world);
+    else
+        json_kv_null(w, "nranks");
+    json_kv_uint(w, "ranks_traced", g->nranks);
+    json_kv_uint(w, "ranks_analysed", g->analysed);
+    json_key(w, "missing_ranks");
+    json_array_begin(w);
+    for (size_t i = 0; i < g->nmissing; i++)
+        json_int(w, g->missing[i]);
+    json_array_end(w);
+    json_key(w, "ranks");
+    json_array_begin(w);
+    for (size_t k = 0; k < g->nranks; k++)
+        json_rank(w, r, g, &g->ranks[k]);
+    json_array_end(w);
+    bool any = g->analysed > 0;
+    if (o->framework == BUDGET_SGLANG) {
+        json_kv_int(w, "float32_ranks", g->float_ranks);
+        json_kv_bool(w, "float32", g->float_ranks > 1);
+        if (any) {
+            json_kv_uint(w, "min_pre_free_bytes", g->min_pre);
+            json_kv_int(w, "min_pre_pid", r->m->procs[g->ranks[g->pre_rank].proc].pid);
+            json_kv_uint(w, "min_post_free_bytes", g->min_post);
+            json_kv_int(w, "min_post_pid", r->m->procs[g->ranks[g->post_rank].proc].pid);
+            json_kv_double(w, "pre_gib", g->pre_gib);
+            json_kv_double(w, "post_gib", g->post_gib);
+            json_kv_double(w, "rest_gib", g->rest);
+            json_kv_int(w, "tokens", g->tokens);
+            json_kv_bool(w, "fits", g->fits);
+            json_kv_string(w, "verdict", g->verdict);
+            json_kv_double(w, "f_min", g->f_min);
+            if (g->has_f_min)
+                json_kv_double(w, "f_min_rounded", g->f_min_rounded);
+            else
+                json_kv_null(w, "f_min_rounded");
+            json_kv_string(w, "conclusion", g->conclusion);
+            if (g->tokens > 0 && g->tokens <= INT64_MAX / o->cell_size)
+                json_kv_int(w, "kv_predicted_bytes", g->tokens * o->cell_size);
+            else
+                json_kv_null(w, "kv_predicted_bytes");
+        }
+    } else if (any) {
+        json_kv_int(w, "available_kv_bytes", g->available);
+        json_kv_int(w, "available_kv_pid", r->m->procs[g->ranks[g->available_rank].proc].pid);
+        json_kv_bool(w, "early_failure", g->early_failure);
+        json_kv_bool(w, "fits", g->fits);
+        if (g->fits)
+            json_kv_int(w, "tokens", g->tokens);
+        else
+            json_kv_null(w, "tokens");
+        json_kv_string(w, "verdict", g->verdict);
+        if (g->has_u_min)
+            json_kv_double(w, "u_min", g->u_min);
+        else
+            json_kv_null(w, "u_min");
+        if (g->has_u_max)
+            json_kv_double(w, "u_max", g->u_max);
+        else
+            json_kv_null(w, "u_max");
+    }
+    json_object_end(w);
+}
+
+static void print_json(const struct budget_analysis *r, FILE *out)
+{
+    const struct budget_options *o = r->o;
+    struct json_writer w;
+    json_init(&w, out);
+    json_object_begin(&w);
+    json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
+    json_kv_string(&w, "report", "budget");
+    json_kv_string(&w, "path", o->path);
+    json_kv_string(&w, "framework", framework_name(o->framework));
+    json_key(&w, "parameters");
+    json_object_begin(&w);
+    if (o->framework == BUDGET_SGLANG) {
+        json_kv_double(&w, "mem_fraction_static", o->fraction);
+        json_kv_string(&w, "mem_fraction_static_source", o->fraction_source);
+    } else {
+        json_kv_double(&w, "gpu_memory_utilization", o->util);
+        json_kv_string(&w, "gpu_memory_utilization_source", o->util_source);
+        json_kv_int(&w, "cuda_graph_estimate", o->graph_estimate);
+    }
+    if (o->source_pid)
+        json_kv_int(&w, "source_pid", o->source_pid);
+    else
+        json_kv_null(&w, "source_pid");
+    json_kv_int(&w, "cell_size", o->cell_size);
+    json_kv_int(&w, "burst_min", o->burst_min);
+    if (o->has_pre) {
+        json_kv_int(&w, "pre_seq", o->pre_seq);
+        json_kv_int(&w, "post_seq", o->post_seq);
+    } else {
+        json_kv_null(&w, "pre_seq");
+        json_kv_null(&w, "post_seq");
+    }
+    json_object_end(&w);
+    json_key(&w, "jobs");
+    json_array_begin(&w);
+    for (size_t i = 0; i < r->ngroups; i++)
+        json_group(&w, r, &r->groups[i]);
+    json_array_end(&w);
+    json_kv_uint(&w, "ranks_analysed", r->analysed);
+    json_key(&w, "notes");
+    json_array_begin(&w);
+    for (size_t i = 0; i < r->nnotes; i++)
+        json_string(&w, r->notes[i]);
+    for (size_t i = 0; i < r->m->nnotes; i++)
+        json_string(&w, r->m->notes[i]);
+    json_array_end(&w);
+    json_object_end(&w);
+    json_finish(&w);
+}
+
+int cmd_budget(int argc, char **argv)
+{
+    struct budget_options o;
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed != CLI_PARSED)
+        return parsed;
+    struct trace_set set;
+    if (trace_set_open(&set, o.path) != 0)
+        return CLI_EXIT_BAD_INPUT;
+    struct gm_model m;
+    if (gm_load(&m, &set) != 0) {
+        trace_set_close(&set);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    struct budget_analysis r = {.m = &m, .o = &o};
+    int status = CLI_EXIT_OK;
+    budget_values_from_cmdlines(&r);
+    if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
+        status = cli_usage_error(argv[0], "--mem-fraction-static F is required for sglang "
+                                          "(no traced command line says it)");
+    } else if (budget_analyse(&r) != 0) {
+        status = CLI_EXIT_BAD_INPUT;
+    } else {
+        if (o.json)
+            print_json(&r, stdout);
+        else
+            print_text(&r, stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            cli_error(NULL, "cannot write the report to standard output");
+            status = CLI_EXIT_BAD_INPUT;
+        } else if (r.analysed == 0) {
+            cli_error(o.path, "no rank could be analysed (see the report)");
+            status = CLI_EXIT_BAD_INPUT;
+        }
+    }
+    budget_analysis_free(&r);
+    gm_free(&m);
+    trace_set_close(&set);
+    return status;
+}

@@ -1,0 +1,311 @@
+/*
+ * gpumodel.h - the GPU memory model shared by `cutrace timeline`, `cutrace
+ * budget` and `cutrace diff`: every trace of a directory loaded
+ * into one time-ordered stream of events per physical GPU, with live bytes
+ * per category (docs/budget.md) at any event, the measurements
+ * (cudaMemGetInfo) and the milestones between them.
+ *
+ * Loading reads each trace's public views once, in seq order: `calls` (one
+ * pass over every event), `ipc` (exports and opens, for the handles) and
+ * the small tables (process, devices, modules). Which free ended which
+ * allocation is derived in C from the calls, with exactly the rules of the
+ * `allocations` view (include/cutrace/schema.h: logical events, pairing by
+ * address space and pointer in effect order - calls.effect_order, read, not
+ * recomputed - device resets, pointers handed out again), so
+ * that a million-event trace loads in about a second instead of the view's
+ * window functions; tests/analyzer/test_timeline.c checks the two agree.
+ * Deriving it here is also what lets the model see the frees the view
+ * silently drops: frees of pointers never allocated, and double frees.
+ *
+ * GPUs are identified by devices.uuid, or by host, boot and ordinal when a
+ * trace has no uuid for an ordinal (said in the notes). Times are the
+ * monotonic clock of the host (host + boot_id): a GPU's stream merges the
+ * events of every process using it in that clock; processes of different
+ * hosts never share a GPU or a stream.
+ *
+ * Everything here is untrusted input: sizes of 2^63 or more count as 0,
+ * sums saturate, live bytes never go negative, and odd traces (unknown
+ * frees, double frees, killed processes) become notes, never crashes.
+ */
+#ifndef CUTRACE_ANALYZER_GPUMODEL_H
+#define CUTRACE_ANALYZER_GPUMODEL_H
+
+#include "model/trace.h"
+#include "model/traceset.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Categories of live memory (docs/budget.md), in the order of its table.
+ * The first GM_GPU_CATEGORIES are GPU memory ("traced GPU bytes"); peer
+ * and host are shown apart. GM_CAT_NONE (reserved address space, kinds this
+ * build does not know) is never memory. */
+enum gm_category {
+    GM_CAT_NCCL,
+    GM_CAT_IPC_EXPORTED,
+    GM_CAT_VMM,
+    GM_CAT_RUNTIME,
+    GM_CAT_MANAGED,
+    GM_CAT_PEER,
+    GM_CAT_HOST,
+    GM_CAT_NONE,
+};
+#define GM_GPU_CATEGORIES 5
+#define GM_CATEGORIES     7 /* with peer and host; GM_CAT_NONE is not counted */
+
+/* "nccl", "ipc_exported", "vmm", "runtime", "managed", "peer", "host". */
+const char *gm_category_key(enum gm_category category);
+/* What people call it: "NCCL buffers", "custom all-reduce buffers", ... */
+const char *gm_category_label(enum gm_category category);
+
+/* allocations.kind */
+enum gm_kind {
+    GM_KIND_DEVICE,
+    GM_KIND_MANAGED,
+    GM_KIND_VMM,
+    GM_KIND_HOST,
+    GM_KIND_VMM_HOST,
+    GM_KIND_IPC,
+    GM_KIND_RESERVE,
+    GM_KIND_OTHER,
+};
+
+#define GM_NONE UINT32_MAX /* no index */
+
+/* One allocation, as the `allocations` view has it. */
+struct gm_alloc {
+    int64_t seq, t_ns;
+    int64_t ptr, size;  /* size 0 for what the trace could not size */
+    int64_t device;     /* ordinal current at the call */
+    int64_t free_seq;   /* 0 while live (or ended only by the process's end) */
+    uint32_t gpu;       /* index into the model's gpus, GM_NONE: on no GPU */
+    uint32_t event;     /* its GM_EV_ALLOC in the process's events */
+    uint32_t end_event; /* the event that ended it (a GM_EV_FREE, or the process's
+                           GM_EV_END when it exited cleanly with it live), GM_NONE */
+    uint8_t kind;       /* enum gm_kind */
+    uint8_t category;   /* enum gm_category */
+    bool top;           /* made at top level (calls.nested = 0) */
+    bool exported;      /* an IPC handle was made on it */
+    uint32_t module;    /* the module that issued it: index into the model's modules,
+                           GM_NONE when unknown (no module holds its caller, format < 3) */
+};
+
+enum gm_event_type {
+    GM_EV_ALLOC,         /* a: the allocation's index */
+    GM_EV_FREE,          /* a: the allocation it ended; b: 1 by a reset, 2 implicit */
+    GM_EV_MEASURE,       /* a: free bytes, b: total bytes (a top-level cudaMemGetInfo) */
+    GM_EV_FIRST_CALL,    /* the process's first call on this GPU */
+    GM_EV_COMM_INIT,     /* a: index into the process's comms */
+    GM_EV_IPC_EXPORT,    /* the process's first IPC handle export */
+    GM_EV_IPC_OPEN,      /* the process's first IPC handle open (a: its allocation) */
+    GM_EV_CAPTURE_BEGIN, /* CUDA-graph stream capture */
+    GM_EV_CAPTURE_END,
+    GM_EV_COLLECTIVE, /* the process's first NCCL collective or p2p call */
+    GM_EV_FAILED,     /* a: result, b: size */
+    GM_EV_END,        /* the process's last event on this GPU; a: 1 exited cleanly */
+};
+
+struct gm_event {
+    int64_t seq, t_ns;
+    int64_t a, b;  /* per type, see above */
+    uint64_t pos;  /* position in its GPU's stream (gm_gpu.stream) */
+    uint32_t gpu;  /* GM_NONE: on no GPU (kept for the process's own analyses) */
+    uint32_t api;  /* index into the model's api names, GM_NONE for GM_EV_END */
+    uint8_t type;  /* enum gm_event_type */
+    uint8_t layer; /* enum result_layer of the api, for failed calls */
+};
+
+/* One NCCL communicator init of a process (failed ones included). */
+struct gm_comm {
+    int64_t seq, t_ns;
+    int64_t nranks, rank, result;
+    uint64_t hash; /* unique-id hash: the same in every rank's trace */
+    uint32_t gpu;
+};
+
+struct gm_process {
+    const struct trace *trace;
+    int64_t pid, ppid;
+    bool has_start_wall, has_start_mono;
+    int64_t start_wall_ns, start_mono_ns;
+    char *host, *boot_id, *cmdline; /* never NULL ("" unknown) */
+    const char *end_state;          /* meta end_state, NULL unknown */
+    bool exited;                    /* exit, _exit or exec: its memory went with it */
+    uint32_t clock;                 /* index into the model's clocks */
+    struct gm_alloc *allocs;        /* in effect order (calls.effect_order) */
+    size_t nallocs;
+    struct gm_event *events; /* in effect order; GM_EV_END events last */
+    size_t nevents;
+    struct gm_comm *comms;
+    size_t ncomms;
+    bool has_rank; /* its rank in its largest successful communicator */
+    int64_t rank, world_nranks;
+    int64_t calls;
+    bool has_calls;
+    int64_t first_t_ns, last_seq, last_end_ns;
+    int64_t unknown_frees, double_frees; /* successful frees that ended nothing */
+    int64_t measurements;
+    bool modules;   /* the trace records issuing modules (format 3) */
+    uint32_t *gpus; /* the GPUs it used, ascending */
+    size_t ngpus;
+};
+
+struct gm_ref {
+    uint32_t proc, event;
+};
+
+struct gm_gpu {
+    char *uuid;       /* devices.uuid, or NULL when identified by host and ordinal */
+    char *key;        /* the uuid, or "<host>/device <ordinal>" */
+    char *name;       /* product name, "" unknown */
+    char *pci_bus_id; /* "0000:18:00.0", "" unknown; GPUs of a host are in its order */
+    int64_t total;    /* devices.total_bytes, -1 unknown */
+    int64_t ordinal;  /* for a GPU without uuid */
+    uint32_t clock;
+    struct gm_ref *stream; /* every event on it, all processes, in time order */
+    size_t nstream;
+    uint32_t *procs; /* the processes with events on it, in report order */
+    size_t nprocs;
+};
+
+/* An IPC mapping tied to what it maps, by the 64-byte handle: process
+ * opener_proc's allocation opener_alloc (kind ipc) maps exporter_proc's
+ * allocation exporter_alloc (indexes into the model's processes and their
+ * allocs). A mapping of a handle no trace exported has no link. */
+struct gm_ipc_link {
+    uint32_t exporter_proc, exporter_alloc;
+    uint32_t opener_proc, opener_alloc;
+};
+
+/* A host's monotonic clock: processes with the same host and boot id. */
+struct gm_clock {
+    char *host, *boot_id;
+};
+
+struct gm_model {
+    struct gm_process *procs; /* report order: start time, pid, file */
+    size_t nprocs;
+    struct gm_gpu *gpus; /* report order: host, boot, PCI bus id, uuid (then GPUs without uuid) */
+    size_t ngpus;
+    struct gm_clock *clocks;
+    size_t nclocks;
+    char **apis; /* api names, interned */
+    size_t napis;
+    char **notes; /* what the model assumed, one sentence each, in a stable order */
+    size_t nnotes;
+    void *intern;   /* private */
+    char **modules; /* issuing modules by name (module_display_name), interned */
+    size_t nmodules;
+    struct gm_ipc_link *ipc_links; /* every mapping whose exporter is traced, by opener */
+    size_t nipc_links;
+};
+
+/*
+ * Loads every trace of an opened set. Returns 0, or -1 after printing the
+ * one-line error of the trace that could not be read (a damaged file found
+ * halfway through).
+ */
+int gm_load(struct gm_model *m, struct trace_set *set);
+void gm_free(struct gm_model *m);
+
+/* Adds a note (printf-style); notes keep the order they were added in. */
+void gm_note(struct gm_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* "pid 1000", or "pid 1000 (rank 0)". Returns buf. */
+char *gm_process_name(char *buf, size_t size, const struct gm_process *p);
+
+/* The api name of an event ("" for none). */
+const char *gm_api_name(const struct gm_model *m, uint32_t api);
+
+/* The name of an allocation's issuing module ("" for GM_NONE). */
+const char *gm_module_name(const struct gm_model *m, uint32_t module);
+
+/* A size for text reports in MiB or GiB: "0", "528.0 MiB", "70.50 GiB",
+ * "-12.0 MiB". Returns buf. */
+char *gm_format_size(char *buf, size_t size, int64_t bytes);
+
+/* Saturating arithmetic on untrusted values. */
+int64_t gm_add(int64_t a, int64_t b);
+int64_t gm_sub(int64_t a, int64_t b);
+
+/*
+ * A walk over one GPU's stream, in order: after gm_walk_step returns an
+ * event, live[] holds the GPU's live bytes per category with that event
+ * applied (a measurement changes nothing, so for it they are the bytes live
+ * when it was made). proc_live[] holds the same per process of the GPU.
+ */
+struct gm_walk {
+    const struct gm_model *m;
+    uint32_t gpu;
+    size_t next;
+    int64_t live[GM_CATEGORIES];
+    int64_t (*proc_live)[GM_CATEGORIES]; /* per model process */
+};
+void gm_walk_init(struct gm_walk *w, const struct gm_model *m, uint32_t gpu);
+const struct gm_ref *gm_walk_step(struct gm_walk *w);
+void gm_walk_free(struct gm_walk *w);
+/* Traced GPU bytes: the sum of the GPU categories. */
+int64_t gm_traced(const int64_t live[GM_CATEGORIES]);
+
+/* The position in its GPU's stream at which an allocation ends (UINT64_MAX: never). */
+uint64_t gm_alloc_end_pos(const struct gm_process *p, const struct gm_alloc *a);
+
+/*
+ * A burst of allocations of one process on one GPU: top-level allocations
+ * of GPU memory, from the event `first` to the event `last` (indexes into
+ * the process's events).
+ */
+struct gm_burst {
+    uint32_t proc, gpu;
+    uint32_t first, last;
+    int64_t count, bytes;
+    /* The weight burst only: the measurements around it (GM_NONE: none). */
+    uint32_t before, after;
+    bool kv_like_skipped; /* a later, larger stretch that looked like a KV pool was passed over */
+    int64_t skipped_bytes;
+};
+
+#define GM_BURST_MIN_DEFAULT (1ll << 30)
+
+/*
+ * The weight burst of process `proc` on `gpu` (docs/budget.md): of the
+ * stretches between two consecutive measurements of the process on that
+ * GPU, the one that allocated the most GPU memory at top level, if it holds
+ * at least burst_min bytes. A stretch that comes after another qualifying
+ * one and is nine tenths one set of equal allocations (a KV cache pool:
+ * SGLang measures again before capturing CUDA graphs, after its pool) is
+ * passed over for the largest earlier one. Returns false when there is
+ * none; then *out describes the largest stretch of any kind (before the
+ * first or after the last measurement included; count 0 if none) so that
+ * the caller can say why.
+ */
+bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int64_t burst_min,
+                     struct gm_burst *out);
+
+/* The same restricted to the stretches between the measurement events
+ * from and to (indexes into the process's events), with no minimum. */
+bool gm_burst_between(const struct gm_model *m, uint32_t proc, uint32_t gpu, uint32_t from,
+                      uint32_t to, struct gm_burst *out);
+
+/*
+ * The GPU a report's --gpu names: its index in the report (digits), or a
+ * prefix of its uuid (with or without "GPU-", any case) or key. Returns -1
+ * after printing the usage error of command cmd.
+ */
+int64_t gm_select_gpu(const struct gm_model *m, const char *arg, const char *cmd);
+
+/* The GPU a process used most (the most measurements, then the most
+ * allocated bytes, then the lowest index); GM_NONE if none. */
+uint32_t gm_main_gpu(const struct gm_model *m, uint32_t proc);
+
+/* The measurement events of a process on a GPU, in order (malloc'd). */
+uint32_t *gm_measurements(const struct gm_model *m, uint32_t proc, uint32_t gpu, size_t *count);
+
+/* The largest set (by bytes) of at least 2 equal allocations of at least
+ * 1 MiB of GPU memory that process `proc` made on `gpu` after event
+ * `after`: the KV cache pool. Returns false when there is none. */
+bool gm_equal_set_after(const struct gm_model *m, uint32_t proc, uint32_t gpu, uint32_t after,
+                        int64_t *count, int64_t *size);
+
+#endif

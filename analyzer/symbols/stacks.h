@@ -1,0 +1,163 @@
+/*
+ * stacks.h - the call stacks of one trace, symbolized, with the Python
+ * frames merged in, and the call site of any call: what `cutrace sites`,
+ * `cutrace diff` and `cutrace budget` use to say who allocated something
+ * (docs/stacks.md).
+ *
+ * A trace of format 4 records a stack id per call (calls.stack_id, 0: none)
+ * and each distinct stack once (the view stacks: native return addresses,
+ * innermost first, then the Python frames). A call without a stack of its
+ * own made inside another traced call (the runtime's cuMemAlloc_v2 inside a
+ * cudaMalloc, NCCL's cuMemCreate inside ncclCommInitRank) has its caller's:
+ * stacks_of_call follows parent_seq. Format 5 adds to each Python frame its
+ * instruction offset and whether it was the first frame of its eval-loop
+ * invocation (the interpreter's entry marker), which makes the merge of
+ * Python frames into the native ones exact; format 4 traces merge as
+ * before (docs/stacks.md, "Merging").
+ *
+ * Typical use, for one trace of an opened set:
+ *
+ *     struct symbolizer *sym = symbolizer_new();     (one per run: it caches)
+ *     struct stack_set ss;
+ *     if (stacks_load(t, sym, &ss) != 0) { trace_report_error(t); ... }
+ *     enum site_kind kind;
+ *     char *note;
+ *     char *site = stacks_call_site(&ss, seq, "cudaMalloc", &kind, &note);
+ *     ... "custom_all_reduce.py:142 create_shared_buffer", or NULL ...
+ *     free(site);
+ *     free(note);
+ *     stacks_free(&ss);
+ *     symbolizer_free(sym);
+ */
+#ifndef CUTRACE_ANALYZER_STACKS_H
+#define CUTRACE_ANALYZER_STACKS_H
+
+#include "out/json.h"
+#include "symbols/symbolize.h"
+#include "model/trace.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum stack_frame_kind { STACK_NATIVE, STACK_PYTHON };
+
+struct stack_frame {
+    enum stack_frame_kind kind;
+    uint64_t ip;            /* native: the return address */
+    const char *module;     /* native: the module's path, NULL when in none recorded */
+    uint64_t offset;        /* native: ip minus the module's load bias */
+    const char *symbol;     /* native: the function, demangled, NULL unknown; python: co_name */
+    uint64_t symbol_offset; /* native: ip's offset into symbol */
+    const char *file;       /* python: co_filename */
+    int64_t line;           /* python: the line, 0 unknown */
+    int64_t instr;          /* python: its instruction's byte offset in the bytecode, -1 unknown */
+    int entry;              /* python: 1 the first frame its eval loop ran, 0 not, -1 unknown */
+    bool named_now;         /* native: named by this run's symbolizer, not the trace */
+    const char *unnamed;    /* native without a name: why, "libfoo.so: no function symbol at
+                               this address"; NULL when named */
+};
+
+struct stack {
+    int64_t id;
+    /* Innermost first; Python frames replace the interpreter's eval-loop
+     * frames they ran in (docs/stacks.md says how they are placed). */
+    struct stack_frame *frames;
+    size_t nframes;
+    size_t nnative, npython;
+    bool placement_guessed; /* several eval loops, not one Python frame each, and no
+                               entry markers to say which ran which */
+    const char *config;     /* the set's meta 'stacks' (for the site's note), NULL absent */
+};
+
+struct stack_call {
+    int64_t seq, parent_seq, stack_id;
+};
+
+struct stack_set {
+    bool present;         /* the trace records stacks (format 4 or later) */
+    char *config;         /* meta 'stacks' as the process had it, NULL when absent */
+    struct stack *stacks; /* by id */
+    size_t nstacks;
+    struct stack_call *calls; /* by seq */
+    size_t ncalls;
+    char *unnamed_example; /* the first module whose frames stayed unnamed, and why:
+                              "libfoo.so: No such file or directory"; NULL if none */
+    void *strings;         /* private */
+};
+
+/*
+ * Loads the stacks of t, naming native frames with sym (NULL: leave them
+ * unnamed). A trace from before stacks (format 3 or older) loads empty with
+ * present = false. Returns 0, or -1 with t->error set (a damaged trace),
+ * *out then empty (nothing to free).
+ */
+int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out);
+void stacks_free(struct stack_set *s);
+
+const struct stack *stacks_by_id(const struct stack_set *s, int64_t id);
+
+/* The stack of call seq: its own, or that of the nearest enclosing call
+ * that has one; NULL when none. */
+const struct stack *stacks_of_call(const struct stack_set *s, int64_t seq);
+
+enum site_kind { SITE_NONE, SITE_PYTHON, SITE_NATIVE };
+
+/*
+ * Where a stack's call was made, as people name it (malloc'd): the
+ * innermost Python frame, "custom_all_reduce.py:142 create_shared_buffer",
+ * passing over wrappers named like the API they call (a Python function
+ * `cudaMalloc` around ctypes' cudaMalloc); without Python frames, the
+ * innermost native frame that is neither a CUDA layer (libcudart, libcuda,
+ * libcutrace) nor glue: between Python and C (libffi, ctypes' _ctypes*.so,
+ * the interpreter's libpython3* or python3* executable), or the C library
+ * where processes and threads start (libc.so*, libpthread, ld-linux);
+ * "load_weights (server)" or "libfoo.so+0x1234". libc10/libtorch frames
+ * are passed over too when the stack has Python frames. When only glue is
+ * left, its innermost frame. api may be NULL. NULL (and SITE_NONE) when the
+ * stack is NULL or empty.
+ *
+ * note (may be NULL) gets what a reader of the site should know, malloc'd,
+ * or NULL: why a site is only module+0xOFFSET ("not named: libfoo.so: no
+ * such file or directory"), or that the stack holds only the interpreter's
+ * own frames because its Python frames were not read ("... python=off").
+ */
+char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind, char **note);
+
+/* stacks_site of stacks_of_call(s, seq). */
+char *stacks_call_site(const struct stack_set *s, int64_t seq, const char *api,
+                       enum site_kind *kind, char **note);
+
+/* "site.py:12 fn", "fn+0x1c (libfoo.so)", "libfoo.so+0x1234" or "0x7f...": malloc'd. */
+char *stack_frame_text(const struct stack_frame *f);
+
+/* A frame for the folded-stack format: no ';', no newline. malloc'd. */
+char *stack_frame_folded(const struct stack_frame *f);
+
+/* The innermost Python frame whose function is one of names, or NULL. */
+const struct stack_frame *stacks_find_python(const struct stack *st, const char *const *names,
+                                             size_t nnames);
+
+/*
+ * For one call, without loading the whole trace: the innermost Python frame
+ * of its stack (its own or its caller's) whose function is one of names,
+ * as "init_torch_distributed (model_runner.py:312)" (malloc'd); NULL when
+ * there is none, or the trace has no stacks. Damage reads as "none".
+ */
+char *stacks_python_function(struct trace *t, int64_t seq, const char *const *names, size_t nnames);
+
+/*
+ * Stores the names this run gave native frames in the trace's symbols
+ * table, so that its stacks view shows them to SQL users (and to runs on
+ * machines without the modules). Best effort: a trace that cannot be
+ * written (read-only, locked) is left as it was, silently. Call it with
+ * the trace closed (trace_close): a rollback-journal trace cannot be
+ * written while a read transaction of this process holds it, and a WAL
+ * one keeps its -wal and -shm files unless this is its last connection.
+ */
+void stacks_store_symbols(const char *path, const struct stack_set *s);
+
+/* The frames as a JSON array of {kind, module, symbol, offset, file, line}. */
+void stacks_json_frames(struct json_writer *w, const struct stack *st);
+
+#endif
