@@ -40,12 +40,6 @@
 #define MAX_WORLD     4096 /* ranks a communicator may claim that are listed as missing */
 #define MAX_CMD_WORDS 512
 
-const char *const diff_ms_keys[] = {
-    "first_call",    "comm_init",   "first_collective",   "ipc_export",
-    "ipc_open",      "measurement", "weight_burst_begin", "weight_burst_end",
-    "capture_begin", "capture_end", "failed_call",        "process_end",
-};
-
 const char *const diff_match_keys[] = {"rank", "ordinal", "uuid"};
 
 const char *const diff_difference_keys[] = {
@@ -218,14 +212,14 @@ static void keymap_free(struct keymap *k)
 }
 
 /* A milestone's identity: kind, api of a failed call, occurrence. */
-static uint64_t ms_key(uint8_t kind, uint32_t sub, uint32_t occurrence)
+static uint64_t ms_identity(uint8_t kind, uint32_t sub, uint32_t occurrence)
 {
     return ((uint64_t)kind << 56) | ((uint64_t)(sub & 0xffffffu) << 32) | occurrence;
 }
 
 static uint64_t ms_key_of(const struct diff_milestone *ms)
 {
-    return ms_key(ms->kind, ms->sub, ms->occurrence);
+    return ms_identity(ms->kind, ms->sub, ms->occurrence);
 }
 
 /* ---- GPUs of a run and their milestones ---- */
@@ -293,31 +287,31 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
         bool milestone = true, capture = false;
         switch ((enum gm_event_type)e->type) {
         case GM_EV_FIRST_CALL:
-            ms.kind = DIFF_MS_FIRST_CALL;
+            ms.kind = MS_FIRST_CALL;
             break;
         case GM_EV_COMM_INIT:
-            ms.kind = DIFF_MS_COMM_INIT;
+            ms.kind = MS_COMM_INIT;
             assert(e->a >= 0 && (size_t)e->a < p->ncomms);
             ms.detail = p->comms[e->a].nranks;
             break;
         case GM_EV_COLLECTIVE:
-            ms.kind = DIFF_MS_COLLECTIVE;
+            ms.kind = MS_COLLECTIVE;
             break;
         case GM_EV_IPC_EXPORT:
-            ms.kind = DIFF_MS_IPC_EXPORT;
+            ms.kind = MS_IPC_EXPORT;
             break;
         case GM_EV_IPC_OPEN:
-            ms.kind = DIFF_MS_IPC_OPEN;
+            ms.kind = MS_IPC_OPEN;
             break;
         case GM_EV_MEASURE:
-            ms.kind = DIFF_MS_MEASUREMENT;
+            ms.kind = MS_MEASUREMENT;
             ms.measured = true;
             ms.free_bytes = e->a;
             ms.total_bytes = e->b;
             if (bm->found && bm->b.before == ref->event)
-                ms.tag = DIFF_TAG_PRE;
+                ms.tag = MS_TAG_PRE;
             else if (bm->found && bm->b.after == ref->event)
-                ms.tag = DIFF_TAG_POST;
+                ms.tag = MS_TAG_POST;
             break;
         case GM_EV_FAILED:
             if (b.failed++ >= DIFF_MAX_FAILED_MILESTONES) {
@@ -325,12 +319,12 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
                 milestone = false;
                 break;
             }
-            ms.kind = DIFF_MS_FAILED;
+            ms.kind = MS_FAILED;
             ms.sub = string_id(d, gm_api_name(m, e->api));
             ms.detail = e->a;
             break;
         case GM_EV_END:
-            ms.kind = DIFF_MS_END;
+            ms.kind = MS_END;
             ms.detail = e->a;
             break;
         case GM_EV_CAPTURE_BEGIN:
@@ -353,21 +347,21 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
             cs->open = false;
         if (begin) {
             struct diff_milestone mb = ms;
-            mb.kind = DIFF_MS_WEIGHT_BEGIN;
+            mb.kind = MS_WEIGHT_BEGIN;
             mb.order = 0;
             mb.measured = false;
-            mb.tag = DIFF_TAG_NONE;
+            mb.tag = MS_TAG_NONE;
             memcpy(mb.live, before, sizeof(mb.live));
             push_ms(&b, &mb);
         }
         if (capture && e->type == GM_EV_CAPTURE_BEGIN && !cs->open) {
-            ms.kind = DIFF_MS_CAPTURE_BEGIN;
+            ms.kind = MS_CAPTURE_BEGIN;
             push_ms(&b, &ms);
             cs->open = true;
         } else if (capture && e->type == GM_EV_CAPTURE_END) {
             int64_t graphs = cs->pending ? cs->end.detail + 1 : 1;
             cs->end = ms;
-            cs->end.kind = DIFF_MS_CAPTURE_END;
+            cs->end.kind = MS_CAPTURE_END;
             cs->end.detail = graphs;
             cs->pending = true;
             cs->open = true;
@@ -376,10 +370,10 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
         }
         if (end) {
             struct diff_milestone me = ms;
-            me.kind = DIFF_MS_WEIGHT_END;
+            me.kind = MS_WEIGHT_END;
             me.order = 2;
             me.measured = false;
-            me.tag = DIFF_TAG_NONE;
+            me.tag = MS_TAG_NONE;
             me.detail = 0;
             push_ms(&b, &me);
         }
@@ -394,7 +388,7 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
     /* Occurrences per kind (and api, for failed calls), in stream order. */
     struct keymap counts = {0};
     for (size_t i = 0; i < g->nms; i++) {
-        uint64_t k = ms_key(g->ms[i].kind, g->ms[i].sub, 0);
+        uint64_t k = ms_identity(g->ms[i].kind, g->ms[i].sub, 0);
         uint32_t n = keymap_get(&counts, k);
         n = n == GM_NONE ? 1 : n + 1;
         keymap_put(&counts, k, n);
@@ -705,41 +699,13 @@ bool diff_step_diverges(const struct diff *d, const struct diff_pair *p, const s
 
 char *diff_ms_label(const struct diff *d, const struct diff_milestone *ms)
 {
-    static const char *const tags[] = {"", " (pre)", " (post)"};
-    switch ((enum diff_ms_kind)ms->kind) {
-    case DIFF_MS_FIRST_CALL:
-        return ms->occurrence > 1 ? xasprintf("first call, process %u", ms->occurrence)
-                                  : xstrdup("first call");
-    case DIFF_MS_COMM_INIT:
-        return xasprintf("NCCL init %u", ms->occurrence);
-    case DIFF_MS_COLLECTIVE:
-        return ms->occurrence > 1 ? xasprintf("first collective, process %u", ms->occurrence)
-                                  : xstrdup("first collective");
-    case DIFF_MS_IPC_EXPORT:
-        return ms->occurrence > 1 ? xasprintf("IPC export, process %u", ms->occurrence)
-                                  : xstrdup("IPC export");
-    case DIFF_MS_IPC_OPEN:
-        return ms->occurrence > 1 ? xasprintf("IPC open, process %u", ms->occurrence)
-                                  : xstrdup("IPC open");
-    case DIFF_MS_MEASUREMENT:
-        return xasprintf("measurement %u%s", ms->occurrence, tags[ms->tag < 3 ? ms->tag : 0]);
-    case DIFF_MS_WEIGHT_BEGIN:
-        return ms->occurrence > 1 ? xasprintf("weights begin, process %u", ms->occurrence)
-                                  : xstrdup("weights begin");
-    case DIFF_MS_WEIGHT_END:
-        return ms->occurrence > 1 ? xasprintf("weights end, process %u", ms->occurrence)
-                                  : xstrdup("weights end");
-    case DIFF_MS_CAPTURE_BEGIN:
-        return xasprintf("capture %u begins", ms->occurrence);
-    case DIFF_MS_CAPTURE_END:
-        return xasprintf("capture %u ends", ms->occurrence);
-    case DIFF_MS_FAILED:
-        return xasprintf("failed %s %u", diff_string(d, ms->sub), ms->occurrence);
-    case DIFF_MS_END:
-        return ms->occurrence > 1 ? xasprintf("process %u ends", ms->occurrence)
-                                  : xstrdup("process ends");
-    }
-    return xstrdup("?");
+    char *name = ms_name((enum ms_kind)ms->kind, ms->occurrence,
+                         ms->kind == MS_FAILED ? diff_string(d, ms->sub) : NULL);
+    if (ms->kind != MS_MEASUREMENT || ms->tag == MS_TAG_NONE)
+        return name;
+    char *tagged = xasprintf("%s (%s)", name, ms_tag_key((enum ms_tag)ms->tag));
+    free(name);
+    return tagged;
 }
 
 /* One list of rows for every pair: each pair's steps in order, a row per
@@ -1929,7 +1895,7 @@ static void compare_ends(struct diff *d)
         for (size_t s = 0; s < p->nsteps && !differ; s++) {
             const struct diff_milestone *a = diff_step_ms(d, p, &p->steps[s], DIFF_A);
             const struct diff_milestone *b = diff_step_ms(d, p, &p->steps[s], DIFF_B);
-            differ = ((a && a->kind == DIFF_MS_END) || (b && b->kind == DIFF_MS_END)) &&
+            differ = ((a && a->kind == MS_END) || (b && b->kind == MS_END)) &&
                      (!a || !b || a->detail != b->detail);
         }
     }

@@ -34,7 +34,7 @@
 
 #define TEXT_ALLOC_ROWS 40 /* allocation groups in text; JSON has all */
 #define TEXT_PAIR_LINES 8  /* pairs whose milestones differ from the one shown */
-#define LABEL_MAX       40 /* milestone column */
+#define LABEL_MAX       44 /* milestone column: a line of the table fits 120 columns */
 
 static const char usage[] =
     "usage: cutrace diff [options] [--json] BASELINE_DIR OTHER_DIR\n"
@@ -253,7 +253,7 @@ static const struct diff_milestone *last_milestone(const struct diff_run *r, uin
         if (r->gpus[g].proc != proc)
             continue;
         for (size_t i = 0; i < r->gpus[g].nms; i++)
-            if (r->gpus[g].ms[i].proc == proc && r->gpus[g].ms[i].kind != DIFF_MS_END)
+            if (r->gpus[g].ms[i].proc == proc && r->gpus[g].ms[i].kind != MS_END)
                 last = &r->gpus[g].ms[i];
     }
     return last;
@@ -280,7 +280,7 @@ static struct row_sig *pair_sigs(const struct diff *d, uint32_t pair)
         for (int side = 0; side < 2; side++)
             if (ms[side]) {
                 sig->has[side] = true;
-                sig->end[side] = ms[side]->kind == DIFF_MS_END ? ms[side]->detail : 0;
+                sig->end[side] = ms[side]->kind == MS_END ? ms[side]->detail : 0;
             }
         if (!ms[0] || !ms[1])
             continue;
@@ -793,16 +793,16 @@ static void print_milestones(const struct diff *d, FILE *out)
         const char *mark =
             a && b ? (diff_step_diverges(d, p, st) ? "! " : "  ") : (a ? "A " : "B ");
         char *extra = NULL;
-        if (a && b && a->kind == DIFF_MS_COMM_INIT && a->detail != b->detail)
+        if (a && b && a->kind == MS_COMM_INIT && a->detail != b->detail)
             extra = xasprintf(" (%" PRId64 " | %" PRId64 " ranks)", a->detail, b->detail);
-        else if ((a ? a : b)->kind == DIFF_MS_COMM_INIT)
+        else if ((a ? a : b)->kind == MS_COMM_INIT)
             extra = xasprintf(" (%" PRId64 " ranks)", (a ? a : b)->detail);
-        else if ((a ? a : b)->kind == DIFF_MS_CAPTURE_END)
+        else if ((a ? a : b)->kind == MS_CAPTURE_END)
             extra = a && b && a->detail != b->detail
                         ? xasprintf(", %" PRId64 " | %" PRId64 " graphs", a->detail, b->detail)
                         : xasprintf(", %" PRId64 " graph%s", (a ? a : b)->detail,
                                     (a ? a : b)->detail == 1 ? "" : "s");
-        else if ((a ? a : b)->kind == DIFF_MS_END)
+        else if ((a ? a : b)->kind == MS_END)
             extra = a && b && a->detail != b->detail
                         ? xasprintf(": %s | %s", a->detail ? "exited" : "killed",
                                     b->detail ? "exited" : "killed")
@@ -1540,17 +1540,17 @@ static void json_ms(struct json_writer *w, const struct diff *d, int side,
     json_opt_int(w, "total_bytes", ms->measured, ms->total_bytes);
     json_opt_int(w, "unexplained_bytes", ms->measured,
                  gm_sub(gm_sub(ms->total_bytes, ms->free_bytes), diff_ms_traced(ms)));
-    switch ((enum diff_ms_kind)ms->kind) {
-    case DIFF_MS_COMM_INIT:
+    switch ((enum ms_kind)ms->kind) {
+    case MS_COMM_INIT:
         json_kv_int(w, "nranks", ms->detail);
         break;
-    case DIFF_MS_CAPTURE_END:
+    case MS_CAPTURE_END:
         json_kv_int(w, "graphs", ms->detail);
         break;
-    case DIFF_MS_FAILED:
+    case MS_FAILED:
         json_kv_int(w, "result", ms->detail);
         break;
-    case DIFF_MS_END:
+    case MS_END:
         json_kv_bool(w, "exited", ms->detail != 0);
         break;
     default:
@@ -1636,7 +1636,7 @@ static void json_summary(struct json_writer *w, const struct diff *d)
         json_object_begin(w);
         json_kv_int(w, "row", d->first_div_row);
         json_kv_string(w, "milestone", d->rows[d->first_div_row].label);
-        json_kv_string(w, "kind", diff_ms_keys[d->rows[d->first_div_row].kind]);
+        json_kv_string(w, "kind", ms_key(d->rows[d->first_div_row].kind));
         char *name = diff_pair_name(d, d->first_div_pair);
         json_kv_string(w, "pair", name);
         free(name);
@@ -1762,7 +1762,7 @@ static void json_milestones(struct json_writer *w, const struct diff *d)
         const struct diff_row *row = &d->rows[r];
         json_object_begin(w);
         json_kv_string(w, "label", row->label);
-        json_kv_string(w, "kind", diff_ms_keys[row->kind]);
+        json_kv_string(w, "kind", ms_key((enum ms_kind)row->kind));
         json_kv_int(w, "occurrence", row->occurrence);
         json_kv_uint(w, "pairs_with_baseline", row->present[0]);
         json_kv_uint(w, "pairs_with_other", row->present[1]);
@@ -1788,7 +1788,7 @@ static void json_milestones(struct json_writer *w, const struct diff *d)
             json_object_begin(w);
             json_kv_int(w, "row", st->row);
             json_kv_string(w, "milestone", d->rows[st->row].label);
-            json_kv_string(w, "kind", diff_ms_keys[d->rows[st->row].kind]);
+            json_kv_string(w, "kind", ms_key(d->rows[st->row].kind));
             json_key(w, "baseline");
             json_ms(w, d, DIFF_A, a);
             json_key(w, "other");
