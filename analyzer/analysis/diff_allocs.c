@@ -1,6 +1,6 @@
 /*
  * diff_allocs.c - the allocations of each pair grouped by phase x api x module x size x
- * category, and the groups whose counts differ (step 5 of diff_analysis.c).
+ * category, and the groups whose counts differ (step 5 of diff_run.c).
  */
 #include "analysis/diff_build.h"
 

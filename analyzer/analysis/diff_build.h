@@ -1,6 +1,6 @@
 /*
  * diff_build.h - inside `cutrace diff`'s analysis: the steps diff_run_all
- * (diff_analysis.c) takes, one file per idea, and the few helpers they
+ * (diff_run.c) takes, one file per idea, and the few helpers they
  * share. Not for reports: they read diff_analysis.h.
  *
  *   diff_milestones.c  each GPU's milestones, the pairing, the alignment, the rows
@@ -24,7 +24,7 @@
 #define MAX_WORLD     4096 /* ranks a communicator may claim that are listed as missing */
 #define MAX_CMD_WORDS 512
 
-/* ---- shared helpers (diff_analysis.c) ---- */
+/* ---- shared helpers (diff_run.c) ---- */
 
 void diff_add_note(struct diff *d, char *text);
 /* The diff-wide id of a string (NULL as ""), interned. */

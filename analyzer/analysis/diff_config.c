@@ -1,6 +1,6 @@
 /*
  * diff_config.c - the configuration of each run (command lines, recorded environment) and
- * the words that differ (step 6 of diff_analysis.c).
+ * the words that differ (step 6 of diff_run.c).
  */
 #include "analysis/diff_build.h"
 

@@ -1,6 +1,6 @@
 /*
  * diff_ipc.c - IPC lineage of a run: which process exported the buffers that which
- * processes opened, compared by ranks, never pids (step 6 of diff_analysis.c).
+ * processes opened, compared by ranks, never pids (step 6 of diff_run.c).
  */
 #include "analysis/diff_build.h"
 

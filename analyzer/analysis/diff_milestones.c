@@ -1,7 +1,7 @@
 /*
  * diff_milestones.c - the milestones of each GPU of a run, the pairing of GPUs and the alignment
  * of each pair's milestones into the diff's rows (steps 2 to 4 of
- * diff_analysis.c).
+ * diff_run.c).
  */
 #include "analysis/diff_build.h"
 

@@ -1,6 +1,6 @@
 /*
  * diff_nccl.c - the communicators of a run with their memory and collectives, and which
- * communicator of A is which of B (step 6 of diff_analysis.c).
+ * communicator of A is which of B (step 6 of diff_run.c).
  */
 #include "analysis/diff_build.h"
 

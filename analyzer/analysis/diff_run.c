@@ -1,5 +1,5 @@
 /*
- * diff_analysis.c - the comparison behind `cutrace diff` (diff_analysis.h).
+ * diff_run.c - the comparison behind `cutrace diff` (diff_analysis.h).
  *
  * Order of work, per run then across the two:
  *   1. open and load each run (trace.h folds rings; gpumodel.h models it);
