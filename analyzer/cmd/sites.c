@@ -26,6 +26,7 @@
 #include "out/units.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,18 +61,6 @@ static const char usage[] =
 static const struct gm_event *ref_event(const struct gm_model *m, const struct gm_ref *r)
 {
     return &m->procs[r->proc].events[r->event];
-}
-
-static bool parse_int(const char *s, int64_t *out)
-{
-    if (!*s)
-        return false;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v > INT64_MAX / 2 || v < -(INT64_MAX / 2))
-        return false;
-    *out = v;
-    return true;
 }
 
 /*
@@ -669,10 +658,14 @@ int cmd_sites(int argc, char **argv)
         case 'a':
             at_arg = optarg;
             break;
-        case 't':
-            if (!parse_int(optarg, &top) || top < 0)
+        case 't': {
+            char *end;
+            errno = 0;
+            top = strtoll(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || top < 0)
                 return cli_usage_error(argv[0], "--top %s: expected a count (0 for all)", optarg);
             break;
+        }
         case 'j':
             json = true;
             break;
