@@ -6,7 +6,7 @@
  *   - GPUs are paired by the NCCL rank of the process using them, else by
  *     device ordinal, else by uuid (uuids differ between machines, and
  *     CUDA_VISIBLE_DEVICES renumbers ordinals);
- *   - each pair's milestones (diff_ms_kind) are aligned by identity: a
+ *   - each pair's milestones (milestones.h) are aligned by identity: a
  *     milestone is its kind and its occurrence on the GPU ("measurement 2"),
  *     and the longest common subsequence of the two lists is what both runs
  *     did; the rest happened in one run only;
@@ -29,6 +29,7 @@
 
 #include "analysis/budget_analysis.h"
 #include "model/gpumodel.h"
+#include "model/milestones.h"
 #include "symbols/stacks.h"
 #include "model/trace.h"
 #include "model/traceset.h"
@@ -53,30 +54,11 @@ struct diff_options {
     bool json;
 };
 
-enum diff_ms_kind {
-    DIFF_MS_FIRST_CALL,
-    DIFF_MS_COMM_INIT,
-    DIFF_MS_COLLECTIVE,
-    DIFF_MS_IPC_EXPORT,
-    DIFF_MS_IPC_OPEN,
-    DIFF_MS_MEASUREMENT,
-    DIFF_MS_WEIGHT_BEGIN,
-    DIFF_MS_WEIGHT_END,
-    DIFF_MS_CAPTURE_BEGIN,
-    DIFF_MS_CAPTURE_END,
-    DIFF_MS_FAILED,
-    DIFF_MS_END,
-};
-/* "first_call", "comm_init", ...: the JSON names of the kinds. */
-extern const char *const diff_ms_keys[];
-
-enum diff_tag { DIFF_TAG_NONE, DIFF_TAG_PRE, DIFF_TAG_POST };
-
 /* One milestone of one GPU of one run. */
 struct diff_milestone {
-    uint8_t kind;        /* enum diff_ms_kind */
+    uint8_t kind;        /* enum ms_kind (milestones.h) */
     uint8_t order;       /* 0 before its event, 1 the event, 2 after it (burst ends) */
-    uint8_t tag;         /* measurements: enum diff_tag (around the weight burst) */
+    uint8_t tag;         /* measurements: enum ms_tag (around the weight burst) */
     uint32_t occurrence; /* 1-based among the GPU's milestones of its kind (and api) */
     uint32_t sub;        /* failed calls: the diff-wide id of the api; else 0 */
     uint32_t proc, event;

@@ -1,5 +1,5 @@
 /*
- * cmd_sites.c - `cutrace sites DIR [--gpu UUID|INDEX] [--at MILESTONE]
+ * cmd_sites.c - `cutrace sites DIR [--gpu UUID|INDEX] [--at MOMENT]
  * [--top N] [--json | --folded]`: per physical GPU, the GPU memory live at
  * one moment (its peak by default) grouped by the call site that allocated
  * it: the innermost Python frame where the stack has Python frames
@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 #include "model/gpumodel.h"
+#include "model/milestones.h"
 #include "out/json.h"
 #include "symbols/stacks.h"
 #include "out/table.h"
@@ -25,6 +26,7 @@
 #include "out/units.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +36,7 @@
 #define DEFAULT_TOP 20
 
 static const char usage[] =
-    "usage: cutrace sites [--gpu UUID|INDEX] [--at MILESTONE] [--top N] [--json | --folded] DIR\n"
+    "usage: cutrace sites [--gpu UUID|INDEX] [--at MOMENT] [--top N] [--json | --folded] DIR\n"
     "\n"
     "Per physical GPU, the GPU memory live at one moment grouped by the call\n"
     "site that allocated it: the innermost Python frame of its stack where\n"
@@ -45,14 +47,7 @@ static const char usage[] =
     "\n"
     "options:\n"
     "  --gpu UUID|INDEX  only this GPU: a uuid prefix, or its index in the report\n"
-    "  --at MILESTONE    the moment (default: peak, the GPU's highest traced bytes):\n"
-    "                      peak, end (after the last call, before the processes' exit),\n"
-    "                      a milestone of `cutrace timeline` with an optional :N, the\n"
-    "                      N-th on the GPU (1 first, -1 last): measurement, comm_init,\n"
-    "                      ipc_export, ipc_open, first_call, first_collective,\n"
-    "                      capture_begin, capture_end, failed_call, process_end,\n"
-    "                      weight_burst_begin, weight_burst_end;\n"
-    "                      or seq:N (right after call N; seq:PID:N with several processes)\n"
+    "  --at MOMENT       the moment (default: peak):\n" MOMENT_HELP
     "  --top N           the N largest sites (default 20, 0 for all); the rest is one line\n"
     "  --json            one JSON document with raw numbers and each site's stack\n"
     "  --folded          folded stacks (flamegraph.pl, speedscope) weighted by bytes,\n"
@@ -61,247 +56,11 @@ static const char usage[] =
     "\n"
     "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
 
-/* ---- the moment ---- */
-
-enum at_kind { AT_PEAK, AT_END, AT_EVENT, AT_WEIGHT_BEGIN, AT_WEIGHT_END, AT_SEQ };
-
-struct at_spec {
-    enum at_kind kind;
-    const char *name; /* as the user wrote it, for messages */
-    int type;         /* AT_EVENT: enum gm_event_type */
-    int64_t n;        /* 1-based; -1 last */
-    int64_t pid;      /* AT_SEQ; -1 when not given */
-    int64_t seq;
-};
-
-static const struct {
-    const char *name;
-    int type;
-} event_milestones[] = {
-    {"measurement", GM_EV_MEASURE},         {"comm_init", GM_EV_COMM_INIT},
-    {"ipc_export", GM_EV_IPC_EXPORT},       {"ipc_open", GM_EV_IPC_OPEN},
-    {"first_call", GM_EV_FIRST_CALL},       {"first_collective", GM_EV_COLLECTIVE},
-    {"capture_begin", GM_EV_CAPTURE_BEGIN}, {"capture_end", GM_EV_CAPTURE_END},
-    {"failed_call", GM_EV_FAILED},          {"process_end", GM_EV_END},
-};
-
-static bool parse_int(const char *s, int64_t *out)
-{
-    if (!*s)
-        return false;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v > INT64_MAX / 2 || v < -(INT64_MAX / 2))
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_at(const char *arg, struct at_spec *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->name = arg;
-    out->n = 1;
-    out->pid = -1;
-    if (strcmp(arg, "peak") == 0) {
-        out->kind = AT_PEAK;
-        return true;
-    }
-    if (strcmp(arg, "end") == 0) {
-        out->kind = AT_END;
-        return true;
-    }
-    if (strncmp(arg, "seq:", 4) == 0) {
-        out->kind = AT_SEQ;
-        const char *rest = arg + 4;
-        const char *colon = strchr(rest, ':');
-        if (colon) {
-            char pid[32];
-            size_t len = (size_t)(colon - rest);
-            if (len == 0 || len >= sizeof(pid))
-                return false;
-            memcpy(pid, rest, len);
-            pid[len] = '\0';
-            if (!parse_int(pid, &out->pid) || out->pid <= 0)
-                return false;
-            rest = colon + 1;
-        }
-        return parse_int(rest, &out->seq) && out->seq > 0;
-    }
-    char name[64];
-    const char *colon = strchr(arg, ':');
-    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
-    if (len >= sizeof(name))
-        return false;
-    memcpy(name, arg, len);
-    name[len] = '\0';
-    if (colon && (!parse_int(colon + 1, &out->n) || out->n == 0))
-        return false;
-    if (strcmp(name, "weight_burst_begin") == 0 || strcmp(name, "weight_burst_end") == 0) {
-        out->kind = strcmp(name, "weight_burst_begin") == 0 ? AT_WEIGHT_BEGIN : AT_WEIGHT_END;
-        return true;
-    }
-    for (size_t i = 0; i < sizeof(event_milestones) / sizeof(event_milestones[0]); i++)
-        if (strcmp(name, event_milestones[i].name) == 0) {
-            out->kind = AT_EVENT;
-            out->type = event_milestones[i].type;
-            return true;
-        }
-    return false;
-}
-
-/* The moment found on one GPU: an event of its stream, with it applied. */
-struct moment {
-    bool found;
-    uint64_t pos;
-    struct gm_ref ref;
-    int64_t traced; /* traced GPU bytes live then (the walk's) */
-};
+/* ---- the moment (milestones.h) ---- */
 
 static const struct gm_event *ref_event(const struct gm_model *m, const struct gm_ref *r)
 {
     return &m->procs[r->proc].events[r->event];
-}
-
-/* The N-th (1-based, negative from the end) of count candidates. */
-static bool pick(int64_t n, int64_t count, int64_t *index)
-{
-    if (n > 0 && n <= count)
-        *index = n - 1;
-    else if (n < 0 && -n <= count)
-        *index = count + n;
-    else
-        return false;
-    return true;
-}
-
-static bool find_event_moment(const struct gm_model *m, uint32_t gpu, const struct at_spec *at,
-                              struct moment *out)
-{
-    const struct gm_gpu *g = &m->gpus[gpu];
-    int64_t count = 0, index;
-    for (size_t i = 0; i < g->nstream; i++)
-        count += ref_event(m, &g->stream[i])->type == at->type;
-    if (!pick(at->n, count, &index))
-        return false;
-    for (size_t i = 0; i < g->nstream; i++) {
-        if (ref_event(m, &g->stream[i])->type != at->type)
-            continue;
-        if (index-- == 0) {
-            out->found = true;
-            out->pos = i;
-            out->ref = g->stream[i];
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool find_weight_moment(const struct gm_model *m, uint32_t gpu, const struct at_spec *at,
-                               struct moment *out)
-{
-    const struct gm_gpu *g = &m->gpus[gpu];
-    uint32_t *events = xcalloc(g->nprocs ? g->nprocs : 1, sizeof(*events));
-    uint32_t *procs = xcalloc(g->nprocs ? g->nprocs : 1, sizeof(*procs));
-    int64_t count = 0, index;
-    for (size_t k = 0; k < g->nprocs; k++) {
-        struct gm_burst b;
-        if (!gm_weight_burst(m, g->procs[k], gpu, GM_BURST_MIN_DEFAULT, &b))
-            continue;
-        procs[count] = g->procs[k];
-        events[count++] = at->kind == AT_WEIGHT_BEGIN ? b.first : b.last;
-    }
-    bool found = pick(at->n, count, &index);
-    if (found) {
-        const struct gm_event *e = &m->procs[procs[index]].events[events[index]];
-        out->found = true;
-        out->pos = e->pos;
-        out->ref = (struct gm_ref){procs[index], events[index]};
-    }
-    free(events);
-    free(procs);
-    return found;
-}
-
-static bool find_seq_moment(const struct gm_model *m, uint32_t gpu, const struct at_spec *at,
-                            struct moment *out)
-{
-    const struct gm_gpu *g = &m->gpus[gpu];
-    int64_t chosen = -1;
-    for (size_t k = 0; k < g->nprocs; k++) {
-        const struct gm_process *p = &m->procs[g->procs[k]];
-        if (at->pid > 0 ? p->pid == at->pid : g->nprocs == 1)
-            chosen = g->procs[k];
-    }
-    if (chosen < 0)
-        return false;
-    /* The last event of the process on this GPU at or before that call. */
-    const struct gm_process *p = &m->procs[chosen];
-    bool found = false;
-    for (size_t i = 0; i < p->nevents; i++) {
-        const struct gm_event *e = &p->events[i];
-        if (e->gpu != gpu || e->type == GM_EV_END || e->seq > at->seq)
-            continue;
-        if (!found || e->pos > out->pos) {
-            found = true;
-            out->pos = e->pos;
-            out->ref = (struct gm_ref){(uint32_t)chosen, (uint32_t)i};
-        }
-    }
-    out->found = found;
-    return found;
-}
-
-static bool find_moment(const struct gm_model *m, uint32_t gpu, const struct at_spec *at,
-                        struct moment *out)
-{
-    memset(out, 0, sizeof(*out));
-    const struct gm_gpu *g = &m->gpus[gpu];
-    bool found = false;
-    switch (at->kind) {
-    case AT_PEAK:
-    case AT_END: {
-        struct gm_walk w;
-        gm_walk_init(&w, m, gpu);
-        const struct gm_ref *ref;
-        int64_t best = -1;
-        size_t i = 0;
-        while ((ref = gm_walk_step(&w)) != NULL) {
-            int64_t traced = gm_traced(w.live);
-            bool end = ref_event(m, ref)->type == GM_EV_END;
-            if (at->kind == AT_PEAK ? traced > best : !end) {
-                best = traced;
-                out->pos = i;
-                out->ref = *ref;
-                found = true;
-            }
-            i++;
-        }
-        gm_walk_free(&w);
-        break;
-    }
-    case AT_EVENT:
-        found = find_event_moment(m, gpu, at, out);
-        break;
-    case AT_WEIGHT_BEGIN:
-    case AT_WEIGHT_END:
-        found = find_weight_moment(m, gpu, at, out);
-        break;
-    case AT_SEQ:
-        found = find_seq_moment(m, gpu, at, out);
-        break;
-    }
-    out->found = found && g->nstream > 0;
-    if (out->found) {
-        /* The traced bytes then, from a walk up to the moment. */
-        struct gm_walk w;
-        gm_walk_init(&w, m, gpu);
-        for (uint64_t i = 0; i <= out->pos && gm_walk_step(&w); i++)
-            ;
-        out->traced = gm_traced(w.live);
-        gm_walk_free(&w);
-    }
-    return out->found;
 }
 
 /*
@@ -311,9 +70,9 @@ static bool find_moment(const struct gm_model *m, uint32_t gpu, const struct at_
  * processes checked are those seq:N is read in: PID's, else the one
  * process of each GPU in the report.
  */
-static int check_seq(const struct gm_model *m, const struct at_spec *at, int64_t only)
+static int check_seq(const struct gm_model *m, const struct moment_spec *at, int64_t only)
 {
-    if (at->kind != AT_SEQ)
+    if (at->kind != MOMENT_SEQ)
         return CLI_EXIT_OK;
     bool pid_found = false;
     for (size_t g = 0; g < m->ngpus; g++) {
@@ -328,15 +87,15 @@ static int check_seq(const struct gm_model *m, const struct at_spec *at, int64_t
             if (p->has_calls && at->seq <= p->last_seq)
                 continue;
             if (!p->has_calls)
-                return cli_usage_error("sites", "--at %s: %s has no calls", at->name,
+                return cli_usage_error("sites", "--at %s: %s has no calls", at->text,
                                        p->trace->path);
             return cli_usage_error(
                 "sites", "--at %s: %s has no call %" PRId64 " (its calls are seq 1 to %" PRId64 ")",
-                at->name, p->trace->path, at->seq, p->last_seq);
+                at->text, p->trace->path, at->seq, p->last_seq);
         }
     }
     if (at->pid > 0 && !pid_found)
-        return cli_usage_error("sites", "--at %s: no process %" PRId64 " on %s", at->name, at->pid,
+        return cli_usage_error("sites", "--at %s: no process %" PRId64 " on %s", at->text, at->pid,
                                only >= 0 ? "that GPU" : "any GPU of these traces");
     return CLI_EXIT_OK;
 }
@@ -495,14 +254,16 @@ static const char *kind_key(enum site_kind kind)
     return kind == SITE_PYTHON ? "python" : kind == SITE_NATIVE ? "native" : "none";
 }
 
-static char *moment_text(const struct gm_model *m, const struct at_spec *at,
+static char *moment_text(const struct gm_model *m, const struct moment_spec *at,
                          const struct moment *mo)
 {
     const struct gm_process *p = &m->procs[mo->ref.proc];
     const struct gm_event *e = ref_event(m, &mo->ref);
     char name[64];
     gm_process_name(name, sizeof(name), p);
-    const char *what = at->kind == AT_PEAK ? "the peak" : at->kind == AT_END ? "the end" : at->name;
+    const char *what = at->kind == MOMENT_PEAK  ? "the peak"
+                       : at->kind == MOMENT_END ? "the end"
+                                                : at->text;
     const char *api = gm_api_name(m, e->api);
     if (e->type == GM_EV_END)
         return xasprintf("at %s: the end of %s", what, name);
@@ -514,7 +275,7 @@ static int compare_texts(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void print_text(const struct gm_model *m, const struct at_spec *at, struct run *r,
+static void print_text(const struct gm_model *m, const struct moment_spec *at, struct run *r,
                        struct gpu_sites *gpus, size_t n, size_t top, FILE *out)
 {
     static const struct table_column columns[] = {
@@ -535,7 +296,7 @@ static void print_text(const struct gm_model *m, const struct at_spec *at, struc
         fputc('\n', out);
         if (!gs->at.found) {
             fputs("  no such moment on this GPU: ", out);
-            text_print(out, at->name, 40, 0);
+            text_print(out, at->text, 40, 0);
             fputc('\n', out);
             continue;
         }
@@ -613,7 +374,7 @@ static void print_text(const struct gm_model *m, const struct at_spec *at, struc
     }
 }
 
-static void print_json(const struct gm_model *m, const char *path, const struct at_spec *at,
+static void print_json(const struct gm_model *m, const char *path, const struct moment_spec *at,
                        struct run *r, struct gpu_sites *gpus, size_t n, size_t top, FILE *out)
 {
     struct json_writer w;
@@ -622,7 +383,7 @@ static void print_json(const struct gm_model *m, const char *path, const struct 
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "sites");
     json_kv_string(&w, "path", path);
-    json_kv_string(&w, "at", at->name);
+    json_kv_string(&w, "at", at->text);
     json_key(&w, "gpus");
     json_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
@@ -793,7 +554,7 @@ static int print_folded(struct run *r, struct gpu_sites *gpus, size_t n, FILE *o
 
 /* ---- the command ---- */
 
-static int report(const char *path, const char *gpu_arg, const struct at_spec *at, size_t top,
+static int report(const char *path, const char *gpu_arg, const struct moment_spec *at, size_t top,
                   bool json, bool folded)
 {
     struct trace_set set;
@@ -818,16 +579,16 @@ static int report(const char *path, const char *gpu_arg, const struct at_spec *a
     size_t with_moment = 0;
     for (size_t i = 0; status == CLI_EXIT_OK && i < n; i++) {
         gpus[i].gpu = only >= 0 ? (uint32_t)only : (uint32_t)i;
-        if (find_moment(&m, gpus[i].gpu, at, &gpus[i].at)) {
+        if (moment_find(&m, gpus[i].gpu, at, &gpus[i].at)) {
             with_moment++;
             if (!folded && collect(&r, &gpus[i]) != 0)
                 status = CLI_EXIT_BAD_INPUT;
         }
     }
-    if (status == CLI_EXIT_OK && n > 0 && with_moment == 0 && at->kind != AT_PEAK &&
-        at->kind != AT_END)
+    if (status == CLI_EXIT_OK && n > 0 && with_moment == 0 && at->kind != MOMENT_PEAK &&
+        at->kind != MOMENT_END)
         status =
-            cli_usage_error("sites", "--at %s: no GPU of these traces has that moment", at->name);
+            cli_usage_error("sites", "--at %s: no GPU of these traces has that moment", at->text);
     if (status == CLI_EXIT_OK) {
         if (folded)
             status = print_folded(&r, gpus, n, stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
@@ -897,10 +658,14 @@ int cmd_sites(int argc, char **argv)
         case 'a':
             at_arg = optarg;
             break;
-        case 't':
-            if (!parse_int(optarg, &top) || top < 0)
+        case 't': {
+            char *end;
+            errno = 0;
+            top = strtoll(optarg, &end, 10);
+            if (!optarg[0] || *end || errno || top < 0)
                 return cli_usage_error(argv[0], "--top %s: expected a count (0 for all)", optarg);
             break;
+        }
         case 'j':
             json = true;
             break;
@@ -922,8 +687,9 @@ int cmd_sites(int argc, char **argv)
         return cli_usage_error(argv[0], "--json and --folded exclude each other");
     if (gpu_arg && !gpu_arg[0])
         return cli_usage_error(argv[0], "--gpu needs a uuid prefix or an index");
-    struct at_spec at;
-    if (!parse_at(at_arg, &at))
-        return cli_usage_error(argv[0], "--at %s: not a moment", at_arg);
+    struct moment_spec at;
+    const char *why;
+    if (!moment_parse(at_arg, &at, &why))
+        return cli_usage_error(argv[0], "--at %s: %s", at_arg, why);
     return report(argv[optind], gpu_arg, &at, (size_t)top, json, folded);
 }

@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "model/errnames.h"
 #include "model/gpumodel.h"
+#include "model/milestones.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "model/trace.h"
@@ -67,43 +68,22 @@ static const char usage[] =
     "\n"
     "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
 
-enum row_kind {
-    ROW_FIRST_CALL,
-    ROW_COMM_INIT,
-    ROW_IPC_EXPORT,
-    ROW_IPC_OPEN,
-    ROW_MEASUREMENT,
-    ROW_WEIGHT_BEGIN,
-    ROW_WEIGHT_END,
-    ROW_BURST_BEGIN,
-    ROW_BURST_END,
-    ROW_FREE_BURST,
-    ROW_CAPTURE_BEGIN,
-    ROW_CAPTURE_END,
-    ROW_COLLECTIVE,
-    ROW_FAILED,
-    ROW_END,
-};
-
-static const char *const row_keys[] = {
-    "first_call",         "comm_init",        "ipc_export",       "ipc_open",    "measurement",
-    "weight_burst_begin", "weight_burst_end", "burst_begin",      "burst_end",   "free_burst",
-    "capture_begin",      "capture_end",      "first_collective", "failed_call", "process_end",
-};
-
 struct row {
-    enum row_kind kind;
+    enum ms_kind kind;
     uint32_t proc, event;
     uint64_t pos;
     int order; /* within one event: burst begins, the event, burst ends */
     int64_t live[GM_CATEGORIES];
     int64_t count, bytes, first_seq, last_seq; /* bursts; count = graphs for captures */
+    uint8_t tag;    /* measurements: enum ms_tag (around the process's weight burst) */
+    uint32_t n;     /* 1-based among the GPU's rows of its kind (milestones.h) */
+    uint32_t n_api; /* failed calls: 1-based among the GPU's failed calls of its api */
 };
 
 /* A burst mark on an event of a process: begin or end of a burst. */
 struct mark {
     uint32_t event;
-    enum row_kind kind;
+    enum ms_kind kind;
     int64_t count, bytes, first_seq, last_seq;
 };
 
@@ -112,6 +92,7 @@ struct proc_state {
     size_t nmarks, next_mark;
     bool capture_open, has_pending;
     struct row pending_end;
+    uint32_t pre, post; /* the measurements around the weight burst, GM_NONE */
 };
 
 struct gpu_report {
@@ -150,12 +131,14 @@ static void find_marks(const struct gm_model *m, uint32_t proc, uint32_t gpu, st
     size_t cap = 0;
     struct gm_burst wb;
     bool has_wb = gm_weight_burst(m, proc, gpu, GM_BURST_MIN_DEFAULT, &wb);
+    st->pre = has_wb ? wb.before : GM_NONE;
+    st->post = has_wb ? wb.after : GM_NONE;
     if (has_wb) {
-        struct mark mk = {wb.first, ROW_WEIGHT_BEGIN,        wb.count,
+        struct mark mk = {wb.first, MS_WEIGHT_BEGIN,         wb.count,
                           wb.bytes, p->events[wb.first].seq, p->events[wb.last].seq};
         add_mark(&st->marks, &st->nmarks, &cap, mk);
         mk.event = wb.last;
-        mk.kind = ROW_WEIGHT_END;
+        mk.kind = MS_WEIGHT_END;
         add_mark(&st->marks, &st->nmarks, &cap, mk);
     }
     /* Runs of top-level GPU allocations, broken by a free of GPU memory or
@@ -175,11 +158,11 @@ static void find_marks(const struct gm_model *m, uint32_t proc, uint32_t gpu, st
         if (breaks_run && run.count > 0) {
             bool overlaps = has_wb && run.first <= wb.last && run.last >= wb.first;
             if (run.count >= BURST_MIN_COUNT && run.bytes >= BURST_MIN_BYTES && !overlaps) {
-                struct mark mk = {run.first, ROW_BURST_BEGIN,          run.count,
+                struct mark mk = {run.first, MS_BURST_BEGIN,           run.count,
                                   run.bytes, p->events[run.first].seq, p->events[run.last].seq};
                 add_mark(&st->marks, &st->nmarks, &cap, mk);
                 mk.event = run.last;
-                mk.kind = ROW_BURST_END;
+                mk.kind = MS_BURST_END;
                 add_mark(&st->marks, &st->nmarks, &cap, mk);
             }
             run.count = 0;
@@ -189,7 +172,7 @@ static void find_marks(const struct gm_model *m, uint32_t proc, uint32_t gpu, st
         if (breaks_frees && frees.count > 0) {
             if (frees.count >= FREE_BURST_MIN) {
                 struct mark mk = {frees.last,
-                                  ROW_FREE_BURST,
+                                  MS_FREE_BURST,
                                   frees.count,
                                   frees.bytes,
                                   p->events[frees.first].seq,
@@ -220,7 +203,7 @@ static void find_marks(const struct gm_model *m, uint32_t proc, uint32_t gpu, st
 
 /* ---- rows ---- */
 
-static struct row *add_row(struct gpu_report *g, enum row_kind kind, const struct gm_ref *ref,
+static struct row *add_row(struct gpu_report *g, enum ms_kind kind, const struct gm_ref *ref,
                            const struct gm_event *e, int order, const int64_t *live)
 {
     g->rows = xgrow(g->rows, &g->cap, g->nrows + 1, sizeof(*g->rows));
@@ -255,34 +238,39 @@ static int compare_rows(const void *a, const void *b)
     return (x->kind > y->kind) - (x->kind < y->kind);
 }
 
-static enum row_kind kind_of_event(enum gm_event_type type, bool *milestone)
+static enum ms_kind kind_of_event(enum gm_event_type type, bool *milestone)
 {
     *milestone = true;
     switch (type) {
     case GM_EV_FIRST_CALL:
-        return ROW_FIRST_CALL;
+        return MS_FIRST_CALL;
     case GM_EV_COMM_INIT:
-        return ROW_COMM_INIT;
+        return MS_COMM_INIT;
     case GM_EV_IPC_EXPORT:
-        return ROW_IPC_EXPORT;
+        return MS_IPC_EXPORT;
     case GM_EV_IPC_OPEN:
-        return ROW_IPC_OPEN;
+        return MS_IPC_OPEN;
     case GM_EV_MEASURE:
-        return ROW_MEASUREMENT;
+        return MS_MEASUREMENT;
     case GM_EV_COLLECTIVE:
-        return ROW_COLLECTIVE;
+        return MS_COLLECTIVE;
     case GM_EV_FAILED:
-        return ROW_FAILED;
+        return MS_FAILED;
     case GM_EV_END:
-        return ROW_END;
+        return MS_END;
     case GM_EV_CAPTURE_BEGIN:
-        return ROW_CAPTURE_BEGIN;
+        return MS_CAPTURE_BEGIN;
     case GM_EV_CAPTURE_END:
-        return ROW_CAPTURE_END;
+        return MS_CAPTURE_END;
     default:
         *milestone = false;
-        return ROW_FIRST_CALL;
+        return MS_FIRST_CALL;
     }
+}
+
+static const struct gm_event *row_event(const struct gm_model *m, const struct row *r)
+{
+    return &m->procs[r->proc].events[r->event];
 }
 
 static void build_gpu(const struct gm_model *m, struct gpu_report *g)
@@ -304,17 +292,17 @@ static void build_gpu(const struct gm_model *m, struct gpu_report *g)
         const struct gm_event *e = &p->events[ref->event];
         struct proc_state *st = &states[ref->proc];
         bool milestone;
-        enum row_kind kind = kind_of_event((enum gm_event_type)e->type, &milestone);
+        enum ms_kind kind = kind_of_event((enum gm_event_type)e->type, &milestone);
         bool has_marks = st->next_mark < st->nmarks && st->marks[st->next_mark].event == ref->event;
-        bool capture = milestone && (kind == ROW_CAPTURE_BEGIN || kind == ROW_CAPTURE_END);
+        bool capture = milestone && (kind == MS_CAPTURE_BEGIN || kind == MS_CAPTURE_END);
         if ((milestone && !capture) || has_marks)
             flush_capture(g, st);
         /* Burst begins come before the event's own row, ends after it. */
         for (; st->next_mark < st->nmarks && st->marks[st->next_mark].event == ref->event;
              st->next_mark++) {
             const struct mark *mk = &st->marks[st->next_mark];
-            bool end = mk->kind == ROW_WEIGHT_END || mk->kind == ROW_BURST_END ||
-                       mk->kind == ROW_FREE_BURST;
+            bool end =
+                mk->kind == MS_WEIGHT_END || mk->kind == MS_BURST_END || mk->kind == MS_FREE_BURST;
             struct row *r = add_row(g, mk->kind, ref, e, end ? 2 : 0, w.live);
             r->count = mk->count;
             r->bytes = mk->bytes;
@@ -323,11 +311,11 @@ static void build_gpu(const struct gm_model *m, struct gpu_report *g)
         }
         if (!milestone)
             continue;
-        if (kind == ROW_CAPTURE_BEGIN) {
+        if (kind == MS_CAPTURE_BEGIN) {
             if (!st->capture_open)
                 add_row(g, kind, ref, e, 1, w.live);
             st->capture_open = true;
-        } else if (kind == ROW_CAPTURE_END) {
+        } else if (kind == MS_CAPTURE_END) {
             int64_t graphs = st->has_pending ? st->pending_end.count + 1 : 1;
             memset(&st->pending_end, 0, sizeof(st->pending_end));
             st->pending_end = (struct row){.kind = kind,
@@ -340,7 +328,11 @@ static void build_gpu(const struct gm_model *m, struct gpu_report *g)
             st->has_pending = true;
             st->capture_open = true;
         } else {
-            add_row(g, kind, ref, e, 1, w.live);
+            struct row *r = add_row(g, kind, ref, e, 1, w.live);
+            if (kind == MS_MEASUREMENT && ref->event == st->pre)
+                r->tag = MS_TAG_PRE;
+            else if (kind == MS_MEASUREMENT && ref->event == st->post)
+                r->tag = MS_TAG_POST;
         }
     }
     for (size_t k = 0; k < gpu->nprocs; k++)
@@ -351,6 +343,19 @@ static void build_gpu(const struct gm_model *m, struct gpu_report *g)
     free(states);
     if (g->nrows > 1)
         qsort(g->rows, g->nrows, sizeof(*g->rows), compare_rows);
+    /* Numbered as milestones.h says: failed calls also among their api's,
+     * as `cutrace diff` names them. */
+    uint32_t seen[MS_KINDS] = {0};
+    uint32_t *failed = xcalloc(m->napis + 1, sizeof(*failed));
+    for (size_t i = 0; i < g->nrows; i++) {
+        struct row *r = &g->rows[i];
+        r->n = ++seen[r->kind];
+        if (r->kind == MS_FAILED) {
+            uint32_t api = row_event(m, r)->api;
+            r->n_api = ++failed[api < m->napis ? api : m->napis];
+        }
+    }
+    free(failed);
     for (size_t i = 0; i < g->nrows; i++)
         for (int c = 0; c < GM_CATEGORIES; c++)
             if (g->rows[i].live[c] > g->peak[c])
@@ -358,11 +363,6 @@ static void build_gpu(const struct gm_model *m, struct gpu_report *g)
 }
 
 /* ---- shared wording ---- */
-
-static const struct gm_event *row_event(const struct gm_model *m, const struct row *r)
-{
-    return &m->procs[r->proc].events[r->event];
-}
 
 static const char *end_text(const struct gm_process *p)
 {
@@ -386,52 +386,47 @@ static char *row_text(const struct gm_model *m, const struct row *r)
     const struct gm_event *e = row_event(m, r);
     const char *api = gm_api_name(m, e->api);
     char size[UNITS_BUF], hash[24], res[64];
+    const char *label = ms_label(r->kind);
     switch (r->kind) {
-    case ROW_FIRST_CALL:
-        return xasprintf("first call (%s)", api);
-    case ROW_COMM_INIT: {
+    case MS_FIRST_CALL:
+    case MS_IPC_EXPORT:
+    case MS_IPC_OPEN:
+    case MS_COLLECTIVE:
+        return xasprintf("%s (%s)", label, api);
+    case MS_COMM_INIT: {
         const struct gm_comm *c = &p->comms[e->a];
         if (c->result != 0)
-            return xasprintf("NCCL init %s rank %" PRId64 "/%" PRId64 " failed: %s",
+            return xasprintf("%s %s rank %" PRId64 "/%" PRId64 " failed: %s", label,
                              hash_hex(hash, sizeof(hash), c->hash), c->rank, c->nranks,
                              result_describe(res, sizeof(res), LAYER_NCCL, c->result));
-        return xasprintf("NCCL init %s rank %" PRId64 "/%" PRId64,
+        return xasprintf("%s %s rank %" PRId64 "/%" PRId64, label,
                          hash_hex(hash, sizeof(hash), c->hash), c->rank, c->nranks);
     }
-    case ROW_IPC_EXPORT:
-        return xasprintf("first IPC export (%s)", api);
-    case ROW_IPC_OPEN:
-        return xasprintf("first IPC open (%s)", api);
-    case ROW_MEASUREMENT:
-        return xasprintf("measurement (%s)", api);
-    case ROW_WEIGHT_BEGIN:
-        return xasprintf("weight burst begins: %" PRId64 " allocs, %s", r->count,
+    case MS_MEASUREMENT:
+        if (r->tag != MS_TAG_NONE)
+            return xasprintf("%s (%s), %s", label, api, ms_tag_key((enum ms_tag)r->tag));
+        return xasprintf("%s (%s)", label, api);
+    case MS_WEIGHT_BEGIN:
+    case MS_BURST_BEGIN:
+        return xasprintf("%s: %" PRId64 " allocs, %s", label, r->count,
                          gm_format_size(size, sizeof(size), r->bytes));
-    case ROW_WEIGHT_END:
-        return xasprintf("weight burst ends");
-    case ROW_BURST_BEGIN:
-        return xasprintf("allocation burst begins: %" PRId64 " allocs, %s", r->count,
+    case MS_FREE_BURST:
+        return xasprintf("%s: %" PRId64 " frees, %s", label, r->count,
                          gm_format_size(size, sizeof(size), r->bytes));
-    case ROW_BURST_END:
-        return xasprintf("allocation burst ends");
-    case ROW_FREE_BURST:
-        return xasprintf("free burst (empty_cache): %" PRId64 " frees, %s", r->count,
-                         gm_format_size(size, sizeof(size), r->bytes));
-    case ROW_CAPTURE_BEGIN:
-        return xasprintf("CUDA-graph capture begins");
-    case ROW_CAPTURE_END:
-        return xasprintf("CUDA-graph capture ends (%" PRId64 " graph%s)", r->count,
-                         r->count == 1 ? "" : "s");
-    case ROW_COLLECTIVE:
-        return xasprintf("first collective (%s)", api);
-    case ROW_FAILED:
+    case MS_WEIGHT_END:
+    case MS_BURST_END:
+    case MS_CAPTURE_BEGIN:
+        return xstrdup(label);
+    case MS_CAPTURE_END:
+        return xasprintf("%s (%" PRId64 " graph%s)", label, r->count, r->count == 1 ? "" : "s");
+    case MS_FAILED:
         if (e->b > 0)
-            return xasprintf("failed: %s %s: %s", api, gm_format_size(size, sizeof(size), e->b),
+            return xasprintf("%s: %s %s: %s", label, api, gm_format_size(size, sizeof(size), e->b),
                              result_describe(res, sizeof(res), (enum result_layer)e->layer, e->a));
-        return xasprintf("failed: %s: %s", api,
+        return xasprintf("%s: %s: %s", label, api,
                          result_describe(res, sizeof(res), (enum result_layer)e->layer, e->a));
-    case ROW_END:
-        return xasprintf("last event: %s", end_text(p));
+    case MS_END:
+        return xasprintf("%s: %s", label, end_text(p));
     }
     return xstrdup("?");
 }
@@ -520,7 +515,7 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
     size_t hidden_failed = 0;
     for (size_t i = 0; i < g->nrows; i++) {
         const struct row *r = &g->rows[i];
-        if (r->kind == ROW_FAILED && shown_failed++ >= TEXT_FAILED_ROWS) {
+        if (r->kind == MS_FAILED && shown_failed++ >= TEXT_FAILED_ROWS) {
             hidden_failed++;
             continue;
         }
@@ -607,7 +602,7 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
             fprintf(out, "  %*s", (int)cols[c].width,
                     gm_format_size(buf, sizeof(buf), column_value(&cols[c], r->live)));
         fputc('\n', out);
-        if (r->kind == ROW_MEASUREMENT) {
+        if (r->kind == MS_MEASUREMENT) {
             char f[UNITS_BUF], t[UNITS_BUF], u[UNITS_BUF], x[UNITS_BUF];
             int64_t used_bytes = gm_sub(e->b, e->a);
             fprintf(out, "  %*s  free %s of %s, used %s, unexplained %s\n",
@@ -699,7 +694,7 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
     const struct gm_process *p = &m->procs[r->proc];
     const struct gm_event *e = row_event(m, r);
     json_object_begin(w);
-    json_kv_string(w, "kind", row_keys[r->kind]);
+    json_kv_string(w, "kind", ms_key(r->kind));
     json_kv_int(w, "seq", e->seq);
     json_kv_int(w, "pid", p->pid);
     if (p->has_rank)
@@ -713,9 +708,25 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
     char *text = row_text(m, r);
     json_kv_string(w, "text", text);
     free(text);
+    /* The row's name in `cutrace diff` and the moment that names it for
+     * `cutrace sites --at` (milestones.h). */
+    char *name = r->kind == MS_FAILED ? ms_name(r->kind, r->n_api, gm_api_name(m, e->api))
+                                      : ms_name(r->kind, r->n, NULL);
+    json_kv_string(w, "name", name);
+    free(name);
+    char *at = xasprintf("%s:%u", ms_key(r->kind), r->n);
+    json_kv_string(w, "at",
+                   r->kind == MS_BURST_BEGIN || r->kind == MS_BURST_END || r->kind == MS_FREE_BURST
+                       ? NULL
+                       : at);
+    free(at);
+    if (r->tag != MS_TAG_NONE)
+        json_kv_string(w, "tag", ms_tag_key((enum ms_tag)r->tag));
+    else
+        json_kv_null(w, "tag");
     char hash[24], res[64];
     switch (r->kind) {
-    case ROW_COMM_INIT: {
+    case MS_COMM_INIT: {
         const struct gm_comm *c = &p->comms[e->a];
         json_key(w, "communicator");
         json_object_begin(w);
@@ -727,28 +738,28 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
         json_object_end(w);
         break;
     }
-    case ROW_WEIGHT_BEGIN:
-    case ROW_WEIGHT_END:
-    case ROW_BURST_BEGIN:
-    case ROW_BURST_END:
-    case ROW_FREE_BURST:
+    case MS_WEIGHT_BEGIN:
+    case MS_WEIGHT_END:
+    case MS_BURST_BEGIN:
+    case MS_BURST_END:
+    case MS_FREE_BURST:
         json_key(w, "burst");
         json_object_begin(w);
-        json_kv_int(w, r->kind == ROW_FREE_BURST ? "frees" : "allocations", r->count);
+        json_kv_int(w, r->kind == MS_FREE_BURST ? "frees" : "allocations", r->count);
         json_kv_int(w, "bytes", r->bytes);
         json_kv_int(w, "first_seq", r->first_seq);
         json_kv_int(w, "last_seq", r->last_seq);
         json_object_end(w);
         break;
-    case ROW_CAPTURE_END:
+    case MS_CAPTURE_END:
         json_kv_int(w, "graphs", r->count);
         break;
-    case ROW_FAILED:
+    case MS_FAILED:
         json_kv_int(w, "result", e->a);
         json_kv_string(w, "result_name", result_name((enum result_layer)e->layer, e->a));
         json_kv_int(w, "size", e->b);
         break;
-    case ROW_END:
+    case MS_END:
         json_kv_string(w, "end_state", p->end_state);
         json_kv_bool(w, "exited", p->exited);
         break;
@@ -758,7 +769,7 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
     (void)res;
     json_live(w, r->live);
     json_key(w, "measurement");
-    if (r->kind == ROW_MEASUREMENT) {
+    if (r->kind == MS_MEASUREMENT) {
         int64_t used_bytes = gm_sub(e->b, e->a);
         json_object_begin(w);
         json_kv_int(w, "free_bytes", e->a);

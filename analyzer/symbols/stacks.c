@@ -8,6 +8,7 @@
  * values read as "unknown", never trusted to index anything.
  */
 #include "symbols/stacks.h"
+#include "symbols/symcache.h"
 
 #include "cli.h"
 #include "model/modules.h"
@@ -91,8 +92,9 @@ struct loader {
     struct module_id *modules;
     size_t nmodules, modules_cap;
     size_t stacks_cap;
-    bool entries;    /* the stacks view has format 5's instr and entry columns */
-    bool linetables; /* and the trace has py_linetables, with its columns */
+    struct symcache cache; /* names given by earlier runs, when valid for this trace */
+    bool entries;          /* the stacks view has format 5's instr and entry columns */
+    bool linetables;       /* and the trace has py_linetables, with its columns */
 };
 
 /* The tables and views of format 4 that stacks_load reads. */
@@ -312,6 +314,12 @@ static void name_native(struct loader *l, struct stack_frame *f)
         f->unnamed = NO_MODULE;
         return;
     }
+    const char *cached = l->sym ? symcache_lookup(&l->cache, f->ip) : NULL;
+    if (cached) {
+        f->symbol = intern(l->strings, cached);
+        f->from_cache = true;
+        return;
+    }
     if (!l->sym) {
         char *why = xasprintf("%s: not looked up", module_basename(f->module));
         f->unnamed = intern(l->strings, why);
@@ -515,6 +523,30 @@ static int compare_stacks(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/*
+ * What a names cache must be valid for: this cutrace (its symbolizer), the
+ * trace (its file name: host, pid and start time) and every module it
+ * loaded, by path and build id, so that a module rebuilt under the same
+ * path changes the key. A hash: the list can be hundreds of modules.
+ */
+static uint64_t fnv(uint64_t h, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s;; p++) {
+        h = (h ^ *p) * 0x100000001b3ull;
+        if (!*p)
+            return h;
+    }
+}
+
+static char *cache_key(const struct loader *l)
+{
+    uint64_t h = fnv(0xcbf29ce484222325ull, CUTRACE_VERSION);
+    h = fnv(h, l->t->file);
+    for (size_t i = 0; i < l->nmodules; i++)
+        h = fnv(fnv(h, l->modules[i].path), l->modules[i].build_id);
+    return xasprintf("cutrace %s, %zu modules, %016" PRIx64, CUTRACE_VERSION, l->nmodules, h);
+}
+
 int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out)
 {
     memset(out, 0, sizeof(*out));
@@ -532,8 +564,13 @@ int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out)
     int rc = load_config(&l);
     if (rc == 0)
         rc = load_modules(&l);
+    if (rc == 0 && sym) {
+        out->cache_key = cache_key(&l);
+        symcache_load(&l.cache, t->path, out->cache_key);
+    }
     if (rc == 0)
         rc = load_frames(&l);
+    symcache_free(&l.cache);
     if (rc == 0)
         rc = load_calls(&l);
     free(l.modules);
@@ -554,6 +591,7 @@ void stacks_free(struct stack_set *s)
     free(s->calls);
     free(s->config);
     free(s->unnamed_example);
+    free(s->cache_key);
     strings_free(s->strings);
     memset(s, 0, sizeof(*s));
 }
@@ -886,41 +924,19 @@ char *stacks_python_function(struct trace *t, int64_t seq, const char *const *na
 void stacks_store_symbols(const char *path, const struct stack_set *s)
 {
     bool any = false;
-    for (size_t i = 0; i < s->nstacks && !any; i++)
-        for (size_t k = 0; k < s->stacks[i].nframes && !any; k++)
-            any = s->stacks[i].frames[k].named_now;
-    if (!s->present || !any)
-        return;
-    sqlite3 *db = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
-        SQLITE_OK) {
-        sqlite3_close(db);
-        return;
-    }
-    /* The file may be hostile: no triggers, nothing but this insert. */
-    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
-    sqlite3_busy_timeout(db, 500);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO symbols(ip, symbol) VALUES(?, ?)", -1, &q,
-                           NULL) == SQLITE_OK) {
-        bool ok = true;
-        for (size_t i = 0; ok && i < s->nstacks; i++)
-            for (size_t k = 0; ok && k < s->stacks[i].nframes; k++) {
-                const struct stack_frame *f = &s->stacks[i].frames[k];
-                if (!f->named_now)
-                    continue;
-                sqlite3_bind_int64(q, 1, (int64_t)f->ip);
-                sqlite3_bind_text(q, 2, f->symbol, -1, SQLITE_STATIC);
-                ok = sqlite3_step(q) == SQLITE_DONE;
-                sqlite3_reset(q);
-            }
-        sqlite3_finalize(q);
-        sqlite3_exec(db, ok ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
-    } else {
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    }
-    sqlite3_close(db);
+    size_t n = 0, cap = 0;
+    struct symcache_entry *names = NULL;
+    for (size_t i = 0; i < s->nstacks; i++)
+        for (size_t k = 0; k < s->stacks[i].nframes; k++) {
+            const struct stack_frame *f = &s->stacks[i].frames[k];
+            if (!f->named_now && !f->from_cache)
+                continue;
+            any |= f->named_now;
+            names = xgrow(names, &cap, n + 1, sizeof(*names));
+            /* The cache writes them before the set is freed: borrowed. */
+            names[n++] = (struct symcache_entry){f->ip, (char *)f->symbol};
+        }
+    if (s->present && any && s->cache_key)
+        symcache_write(path, s->cache_key, names, n);
+    free(names);
 }

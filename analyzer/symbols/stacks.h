@@ -54,6 +54,7 @@ struct stack_frame {
     int64_t instr;          /* python: its instruction's byte offset in the bytecode, -1 unknown */
     int entry;              /* python: 1 the first frame its eval loop ran, 0 not, -1 unknown */
     bool named_now;         /* native: named by this run's symbolizer, not the trace */
+    bool from_cache;        /* native: named from the cache beside the trace (symcache.h) */
     const char *unnamed;    /* native without a name: why, "libfoo.so: no function symbol at
                                this address"; NULL when named */
 };
@@ -83,6 +84,7 @@ struct stack_set {
     size_t ncalls;
     char *unnamed_example; /* the first module whose frames stayed unnamed, and why:
                               "libfoo.so: No such file or directory"; NULL if none */
+    char *cache_key;       /* what the names cache beside the trace must be valid for */
     void *strings;         /* private */
 };
 
@@ -147,13 +149,11 @@ const struct stack_frame *stacks_find_python(const struct stack *st, const char 
 char *stacks_python_function(struct trace *t, int64_t seq, const char *const *names, size_t nnames);
 
 /*
- * Stores the names this run gave native frames in the trace's symbols
- * table, so that its stacks view shows them to SQL users (and to runs on
- * machines without the modules). Best effort: a trace that cannot be
- * written (read-only, locked) is left as it was, silently. Call it with
- * the trace closed (trace_close): a rollback-journal trace cannot be
- * written while a read transaction of this process holds it, and a WAL
- * one keeps its -wal and -shm files unless this is its last connection.
+ * Keeps the names this run gave native frames (with those it read from
+ * the cache) in the cache beside the trace at path (symcache.h), never in
+ * the trace: the next report, and SQL users who ATTACH the cache, find
+ * them there (docs/stacks.md). Best effort: nothing happens when no frame
+ * was named now or the directory cannot be written.
  */
 void stacks_store_symbols(const char *path, const struct stack_set *s);
 

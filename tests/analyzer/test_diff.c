@@ -804,7 +804,7 @@ START_TEST(test_killed_and_missing_ranks)
     ck_assert_str_eq(jtext(json, "$.differences"),
                      "[\"ends\",\"milestones\",\"memory\",\"allocations\",\"collectives\"]");
     ck_assert_str_eq(jtext(json, "$.summary.milestones_only_in_baseline[0].milestone"),
-                     "weights begin");
+                     "weight burst begins");
     ck_assert_int_eq(jint(json, "$.summary.milestones_only_in_baseline[0].pairs"), 1);
     /* the weights rank 1 never made, on rank 1 only */
     ck_assert_int_eq(jint(json, "$.allocations[0].baseline_count"), WEIGHTS);
@@ -815,7 +815,7 @@ START_TEST(test_killed_and_missing_ranks)
     char *text = diff_text(NULL, a, b);
     assert_contains(text, "B: pid 7007 (rank 1) was killed (no clean exit) after measurement 2: "
                           "its later milestones are missing");
-    assert_contains(text, "measurement 2 (pre) -> process ends on rank 1: GPU memory -4 "
+    assert_contains(text, "measurement 2 (pre) -> last event on rank 1: GPU memory -4 "
                           "allocations (-1.00 GiB)");
     free(text);
 

@@ -9,6 +9,8 @@
  * `unexplained` at each measurement, every kind of milestone, --gpu, and
  * odd input: unknown and double frees, a killed process, several hosts.
  */
+#include "cli.h"
+#include "model/milestones.h"
 #include "scenarios.h"
 #include "test_support.h"
 #include "trace_fixture.h"
@@ -665,11 +667,11 @@ START_TEST(test_milestones)
                        "\"nranks\":2,\"result\":0,\"result_name\":\"ncclSuccess\"}");
     free(r);
     r = row_json(j, "ipc_export", 4);
-    assert_contains(r, "\"text\":\"first IPC export (cudaIpcGetMemHandle)\"");
+    assert_contains(r, "\"text\":\"IPC export (cudaIpcGetMemHandle)\"");
     assert_contains(r, "\"ipc_exported\":8388608,");
     free(r);
     r = row_json(j, "ipc_open", 5);
-    assert_contains(r, "\"text\":\"first IPC open (cudaIpcOpenMemHandle)\"");
+    assert_contains(r, "\"text\":\"IPC open (cudaIpcOpenMemHandle)\"");
     /* pid 7001's buffer, sized from its export. */
     assert_contains(r, "\"peer\":8388608,");
     free(r);
@@ -1029,6 +1031,106 @@ START_TEST(test_text_width_long_names)
 }
 END_TEST
 
+/* ---- one vocabulary (model/milestones.h) ---- */
+
+/* `cutrace sites --gpu 0 --at AT DIR`'s text, exit 0. */
+static char *sites_at(const char *dir, const char *at)
+{
+    const char *args[] = {"sites", "--gpu", "0", "--at", at, dir, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "--at %s: exit %d; stderr:\n%.1500s", at, r.status, r.err);
+    char *out = xstrdup(r.out);
+    proc_result_free(&r);
+    return out;
+}
+
+/* Whether key is one of the comma-separated words of list. */
+static bool listed(const char *list, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = strstr(list, key); p; p = strstr(p + 1, key)) {
+        bool starts = p == list || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'));
+        bool ends = !(p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z'));
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(test_one_vocabulary)
+{
+    /* The help lists exactly the kinds a moment can name. */
+    for (int k = 0; k < MS_KINDS; k++) {
+        struct moment_spec at;
+        const char *why;
+        bool moment = moment_parse(ms_key((enum ms_kind)k), &at, &why);
+        ck_assert_msg(moment == listed(MOMENT_KEYS, ms_key((enum ms_kind)k)), "%s",
+                      ms_key((enum ms_kind)k));
+    }
+    char *dir = scratch_dir();
+    milestone_traces(dir);
+    char *j = timeline_json(dir, "0");
+    char *r = row_json(j, "comm_init", 2);
+    assert_contains(r, "\"name\":\"NCCL init 1\",\"at\":\"comm_init:1\",\"tag\":null");
+    free(r);
+    r = row_json(j, "measurement", 6);
+    assert_contains(r, "\"name\":\"measurement 1\",\"at\":\"measurement:1\",\"tag\":\"pre\"");
+    free(r);
+    r = row_json(j, "measurement", 27);
+    assert_contains(r, "\"tag\":\"post\"");
+    free(r);
+    r = row_json(j, "weight_burst_begin", 7);
+    assert_contains(r, "\"name\":\"weight burst begins\",\"at\":\"weight_burst_begin:1\"");
+    free(r);
+    r = row_json(j, "capture_end", 53);
+    assert_contains(r, "\"name\":\"CUDA-graph capture 1 ends\",\"at\":\"capture_end:1\"");
+    free(r);
+    r = row_json(j, "failed_call", 56);
+    assert_contains(r, "\"name\":\"failed cudaMalloc 1\",\"at\":\"failed_call:1\"");
+    free(r);
+    r = row_json(j, "burst_begin", 57);
+    assert_contains(r, "\"at\":null");
+    free(r);
+    free(j);
+    char *t = timeline_text(dir, "0");
+    assert_contains(t, " measurement (cudaMemGetInfo), pre ");
+    assert_contains(t, " measurement (cudaMemGetInfo), post ");
+    free(t);
+
+    /* sites --at finds the row the timeline names, captures by group. */
+    const struct {
+        const char *at;
+        const char *seq;
+    } moments[] = {
+        {"pre", " seq 6 "},
+        {"post", " seq 27 "},
+        {"pre:-1", " seq 6 "},
+        {"measurement:2", " seq 27 "},
+        {"weight_burst_begin", " seq 7 "},
+        {"weight_burst_end", " seq 26 "},
+        {"capture_begin", " seq 48 "},
+        {"capture_end:1", " seq 53 "},
+        {"comm_init:-1", " seq 2 "},
+    };
+    for (size_t i = 0; i < sizeof(moments) / sizeof(moments[0]); i++) {
+        char *out = sites_at(dir, moments[i].at);
+        char head[64];
+        snprintf(head, sizeof(head), "at %s: ", moments[i].at);
+        assert_contains(out, head);
+        ck_assert_msg(strstr(out, moments[i].seq) != NULL, "--at %s: no%s in:\n%s", moments[i].at,
+                      moments[i].seq, out);
+        free(out);
+    }
+    /* Three captures back to back are one group: there is no second. */
+    const char *args[] = {"sites", "--gpu", "0", "--at", "capture_begin:2", dir, NULL};
+    struct proc_result pr = run_cutrace(args, NULL);
+    ck_assert_int_eq(pr.status, 2);
+    assert_contains(pr.err, "--at capture_begin:2: no GPU of these traces has that moment");
+    proc_result_free(&pr);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *timeline_suite(void)
 {
     Suite *s = suite_create("timeline");
@@ -1039,6 +1141,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, test_model_pairs_crossing_frees);
     tcase_add_test(tc, test_categories_and_unexplained);
     tcase_add_test(tc, test_milestones);
+    tcase_add_test(tc, test_one_vocabulary);
     tcase_add_test(tc, test_gpu_selection);
     tcase_add_test(tc, test_unknown_and_double_frees);
     tcase_add_test(tc, test_killed_process);

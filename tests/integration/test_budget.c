@@ -391,7 +391,7 @@ START_TEST(test_timeline_unexplained_is_the_context)
         p += n + (p[n] == '\n');
     }
     const char *expected[] = {
-        "first call",       "NCCL init",           "first IPC export",  "first IPC open",
+        "first call",       "NCCL init",           "IPC export",        "IPC open",
         "measurement",      "weight burst begins", "weight burst ends", "CUDA-graph capture begins",
         "first collective", "last event"};
     for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)

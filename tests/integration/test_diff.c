@@ -392,10 +392,11 @@ START_TEST(test_custom_allreduce_that_fails)
     ck_assert(jdouble(json, "$.budget.jobs[0].delta.changes[0].effect_on_rest_gib") ==
               -((double)(META + 2 * 256 * MIB) * 0.55 / 1073741824.0));
     /* the failing run stopped after post: no KV pool, no capture */
-    ck_assert_int_eq(jquery(json, "SELECT count(*) FROM json_each(?1,"
-                                  " '$.summary.milestones_only_in_baseline') m"
-                                  " WHERE json_extract(m.value, '$.milestone') LIKE 'capture%'"),
-                     2);
+    ck_assert_int_eq(
+        jquery(json, "SELECT count(*) FROM json_each(?1,"
+                     " '$.summary.milestones_only_in_baseline') m"
+                     " WHERE json_extract(m.value, '$.milestone') LIKE 'CUDA-graph capture%'"),
+        2);
     free(json);
     char *text = diff_text(&a, a.trace_dir, b.trace_dir, opts);
     ck_assert_msg(has_flat(text, "budget (sglang, F 0.55): rest 0.157715 -> -0.108496 GiB "

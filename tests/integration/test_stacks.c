@@ -44,6 +44,32 @@ static const char *only_trace_path(struct world *w)
     return path;
 }
 
+/* A whole file (malloc'd), for checking that a report left it as it was. */
+static char *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap)
+            ck_assert_ptr_nonnull(buf = realloc(buf, cap = cap ? cap * 2 : 65536));
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    *size = n;
+    return buf;
+}
+
+/* The names cache beside a trace: DIR/<base>.db -> DIR/<base>.symbols (static buffer). */
+static const char *cache_path_of(const char *trace)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%.*s.symbols", (int)(strlen(trace) - 3), trace);
+    return path;
+}
+
 static struct run cutrace(struct world *w, const char *const *args)
 {
     const char *argv[12] = {build_path("cutrace")};
@@ -136,6 +162,15 @@ START_TEST(test_native_stacks_name_each_function)
         strstr(tsql_text(db, "SELECT value FROM meta WHERE key = 'stacks'"), "native=libunwind"));
     sqlite3_close(db);
 
+    /* Reports never write into a trace: the same bytes and mtime after them. */
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", only_trace_path(&w));
+    struct stat before_st, after_st;
+    ck_assert_int_eq(stat(trace, &before_st), 0);
+    size_t before_n, after_n;
+    char *before = read_whole(trace, &before_n);
+    ck_assert_int_eq(access(cache_path_of(trace), F_OK), -1);
+
     /* Offline: each allocation's site names its function. */
     const char *json_args[] = {"sites", "--json", w.trace_dir, NULL};
     struct run r = cutrace(&w, json_args);
@@ -172,15 +207,64 @@ START_TEST(test_native_stacks_name_each_function)
     ck_assert_uint_eq(count_lines(r.out), 3);
     run_free(&r);
 
-    /* The names given offline are stored: SQL users see them in the stacks view. */
+    /* The names given offline are stored: SQL users see them in the stacks
+     * view joined with the cache beside the trace (docs/stacks.md). */
     db = only_trace(&w);
-    ck_assert_int_ge(tsql_int(db, "SELECT count(*) FROM stacks WHERE symbol = 'make_kv_cache'"
-                                  " AND depth = 0"),
-                     1);
-    ck_assert_int_ge(tsql_int(db, "SELECT count(*) FROM stacks WHERE symbol ="
-                                  " 'plugin_alloc_workspace'"),
-                     1);
+    char *attach = sqlite3_mprintf("ATTACH %Q AS names", cache_path_of(trace));
+    ck_assert_int_eq(sqlite3_exec(db, attach, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(attach);
+#define NAMED_STACKS                                                                               \
+    "SELECT count(*) FROM stacks s LEFT JOIN names.symbols n ON s.kind = 'native' AND"             \
+    " n.ip = s.ip WHERE coalesce(s.symbol, n.symbol) = "
+    ck_assert_int_ge(tsql_int(db, NAMED_STACKS "'make_kv_cache' AND depth = 0"), 1);
+    ck_assert_int_ge(tsql_int(db, NAMED_STACKS "'plugin_alloc_workspace'"), 1);
+#undef NAMED_STACKS
+    /* ... and not in the trace, which sites left byte for byte as it was. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM main.symbols"), 0);
     sqlite3_close(db);
+    ck_assert_int_eq(stat(trace, &after_st), 0);
+    ck_assert_int_eq(after_st.st_size, before_st.st_size);
+    ck_assert_int_eq(after_st.st_mtim.tv_sec, before_st.st_mtim.tv_sec);
+    ck_assert_int_eq(after_st.st_mtim.tv_nsec, before_st.st_mtim.tv_nsec);
+    char *after = read_whole(trace, &after_n);
+    ck_assert_uint_eq(after_n, before_n);
+    ck_assert_msg(memcmp(before, after, before_n) == 0, "cutrace sites changed %s", trace);
+    free(before);
+    free(after);
+    /* A cache that is not valid for the trace is not read: the names come
+     * from the modules again, the same. */
+    db = tsql_open(cache_path_of(trace), SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "UPDATE symbols SET symbol = 'stale_name';"
+                                  " UPDATE meta SET value = 'another build' WHERE key = 'key'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    r = cutrace(&w, text_args);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, "make_kv_cache (stk_native)");
+    ck_assert_ptr_null(strstr(r.out, "stale_name"));
+    run_free(&r);
+    /* A valid one is: its names are used as they are. */
+    db = tsql_open(cache_path_of(trace), SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "UPDATE symbols SET symbol = 'cached_' || symbol"
+                                  " WHERE symbol = 'make_kv_cache'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    r = cutrace(&w, text_args);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, "cached_make_kv_cache (stk_native)");
+    run_free(&r);
+    ck_assert_int_eq(unlink(cache_path_of(trace)), 0);
+
+    /* --at names the moments of milestones.h; a timeline row that is no moment is refused. */
+    const char *row_args[] = {"sites", "--at", "burst_begin", w.trace_dir, NULL};
+    r = cutrace(&w, row_args);
+    ck_assert_int_eq(r.status, 2);
+    assert_contains(r.err, "--at burst_begin: a row of `cutrace timeline`, not a moment");
+    run_free(&r);
 
     const char *bad_args[] = {"sites", "--at", "nonsense", w.trace_dir, NULL};
     r = cutrace(&w, bad_args);
@@ -389,12 +473,17 @@ START_TEST(test_python_frames_file_line_function)
      * Python frame each, the outermost the rest. Two more frames are named as
      * eval loops in the trace's symbols table, which the analyzer trusts. */
     db = tsql_open(only_trace_path(&w), SQLITE_OPEN_READWRITE);
+    /* Their ips are in the names cache the reports above kept beside the trace. */
+    char *attach = sqlite3_mprintf("ATTACH %Q AS names", cache_path_of(only_trace_path(&w)));
+    ck_assert_int_eq(sqlite3_exec(db, attach, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(attach);
     ck_assert_int_eq(sqlite3_exec(db,
-                                  "INSERT OR REPLACE INTO symbols SELECT ip,"
-                                  " '_PyEval_EvalFrameDefault' FROM stacks WHERE symbol IN"
+                                  "INSERT OR REPLACE INTO main.symbols SELECT ip,"
+                                  " '_PyEval_EvalFrameDefault' FROM names.symbols WHERE symbol IN"
                                   " ('_PyObject_MakeTpCall', 'PyEval_EvalCode')",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
+    ck_assert_int_ge(sqlite3_changes(db), 2);
     sqlite3_close(db);
     r = cutrace(&w, folded);
     ck_assert_int_eq(r.status, 0);
