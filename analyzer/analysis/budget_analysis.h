@@ -173,4 +173,10 @@ void budget_analysis_free(struct budget_analysis *r);
 char *budget_part_label(const struct budget_row *d);
 const char *budget_part_when(enum budget_part part);
 
+/* Between the analysis's two files: budget_ranks.c finds the ranks and jobs
+ * (-1 after an error line when --pre/--post name no measurement), and both
+ * add notes (text malloc'd, owned by r from then on). */
+int budget_find_groups(struct budget_analysis *r);
+void budget_add_note(struct budget_analysis *r, char *text);
+
 #endif
