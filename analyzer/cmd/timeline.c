@@ -28,7 +28,9 @@
 #include "replay/budget.h"
 #include "cli.h"
 #include "model/errnames.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "model/trace.h"
@@ -51,7 +53,7 @@
 #define COLUMN_W         10
 
 static const char usage[] =
-    "usage: cutrace timeline [--gpu UUID|INDEX] [--json] DIR\n"
+    "usage: cutrace timeline [options] DIR\n"
     "\n"
     "Per physical GPU, every process's milestones in time order (first call,\n"
     "NCCL inits, IPC setup, cudaMemGetInfo, weight and other allocation bursts,\n"
@@ -60,12 +62,13 @@ static const char usage[] =
     "managed; peer and host apart) and, at each cudaMemGetInfo, free, used and\n"
     "the memory the traces do not explain.\n"
     "\n"
-    "options:\n"
-    "  --gpu UUID|INDEX  only this GPU: a uuid prefix, or its index in the report\n"
-    "  --json            one JSON document with raw numbers (bytes, nanoseconds)\n"
-    "  -h, --help        show this help\n"
-    "\n"
-    "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
+    "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "--rank, --pid and --host list those processes' milestones; the live bytes\n"
+    "stay the whole GPU's. Tables for --csv: milestones (one row per milestone).\n"
+    "\n" CLI_EXIT_HELP("a failed call, or a free of memory never allocated or\n"
+                       "     already freed, among the processes listed");
+
+static const char *const csv_tables[] = {"milestones", NULL};
 
 enum row_kind {
     ROW_FIRST_CALL,
@@ -534,13 +537,14 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
         if (w > time_w)
             time_w = w;
     }
-    /* Fit in TABLE_MAX_WIDTH: peer and host go to a line of their own,
+    /* Fit in the report's width: peer and host go to a line of their own,
      * then the smallest categories share an "other" column. */
+    size_t limit = table_width();
     for (;;) {
         size_t width = 2 + time_w + 2 + pid_w + 2 + MILESTONE_MIN_W;
         for (size_t c = 0; c < ncols; c++)
             width += 2 + cols[c].width;
-        if (width <= TABLE_MAX_WIDTH)
+        if (width <= limit)
             break;
         if (ncols > 0 && cols[ncols - 1].cats & ((1u << GM_CAT_PEER) | (1u << GM_CAT_HOST))) {
             ncols--;
@@ -580,7 +584,9 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
     size_t used = 2 + time_w + 2 + pid_w + 2;
     for (size_t c = 0; c < ncols; c++)
         used += 2 + cols[c].width;
-    size_t milestone_w = TABLE_MAX_WIDTH > used ? TABLE_MAX_WIDTH - used : MILESTONE_MIN_W;
+    size_t milestone_w = limit > used ? limit - used : MILESTONE_MIN_W;
+    if (milestone_w < MILESTONE_MIN_W)
+        milestone_w = MILESTONE_MIN_W;
     if (milestone_w > text_w)
         milestone_w = text_w;
 
@@ -602,18 +608,36 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
             snprintf(who, sizeof(who), "%" PRId64 "/-", p->pid);
         fprintf(out, "  %-*s  %-*s  ", (int)time_w,
                 format_offset(buf, sizeof(buf), e->t_ns - g->first_t_ns), (int)pid_w, who);
-        text_print(out, texts[i], milestone_w, milestone_w);
+        /* A milestone's words carry numbers: too long, they wrap under it. */
+        const char *rest = texts[i];
+        size_t cut = text_break(rest, milestone_w);
+        char *first = xstrndup(rest, cut);
+        text_print(out, first, milestone_w, milestone_w);
+        free(first);
         for (size_t c = 0; c < ncols; c++)
             fprintf(out, "  %*s", (int)cols[c].width,
-                    gm_format_size(buf, sizeof(buf), column_value(&cols[c], r->live)));
+                    format_size(buf, sizeof(buf), column_value(&cols[c], r->live)));
         fputc('\n', out);
+        for (rest += cut; *rest;) {
+            while (*rest == ' ')
+                rest++;
+            cut = text_break(rest, milestone_w - 2);
+            char *line = xstrndup(rest, cut);
+            fprintf(out, "  %*s    ", (int)(time_w + 2 + pid_w), "");
+            text_print(out, line, milestone_w, 0);
+            fputc('\n', out);
+            free(line);
+            rest += cut;
+        }
         if (r->kind == ROW_MEASUREMENT) {
             char f[UNITS_BUF], t[UNITS_BUF], u[UNITS_BUF], x[UNITS_BUF];
             int64_t used_bytes = gm_sub(e->b, e->a);
-            fprintf(out, "  %*s  free %s of %s, used %s, unexplained %s\n",
-                    (int)(time_w + 2 + pid_w), "", gm_format_size(f, sizeof(f), e->a),
-                    gm_format_size(t, sizeof(t), e->b), gm_format_size(u, sizeof(u), used_bytes),
-                    gm_format_size(x, sizeof(x), gm_sub(used_bytes, gm_traced(r->live))));
+            char *line =
+                xasprintf("free %s of %s, used %s, unexplained %s", format_size(f, sizeof(f), e->a),
+                          format_size(t, sizeof(t), e->b), format_size(u, sizeof(u), used_bytes),
+                          format_size(x, sizeof(x), gm_sub(used_bytes, gm_traced(r->live))));
+            text_print_wrapped(out, line, 2 + time_w + 2 + pid_w + 2);
+            free(line);
         }
     }
     if (hidden_failed)
@@ -630,10 +654,10 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
         fputs("  not GPU memory, shown apart:", out);
         if (peer)
             fprintf(out, " peer memory mapped here up to %s%s",
-                    gm_format_size(buf, sizeof(buf), g->peak[GM_CAT_PEER]), host ? "," : "");
+                    format_size(buf, sizeof(buf), g->peak[GM_CAT_PEER]), host ? "," : "");
         if (host)
             fprintf(out, " pinned host memory up to %s",
-                    gm_format_size(buf, sizeof(buf), g->peak[GM_CAT_HOST]));
+                    format_size(buf, sizeof(buf), g->peak[GM_CAT_HOST]));
         fputc('\n', out);
     }
     (void)name;
@@ -843,30 +867,103 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
     json_finish(&w);
 }
 
+/* ---- CSV: one row per milestone ---- */
+
+static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t ngpus, FILE *out)
+{
+    static const char *const head[] = {"gpu",        "gpu_uuid",      "pid",
+                                       "rank",       "kind",          "seq",
+                                       "t_ns",       "at_ns",         "api",
+                                       "text",       "nccl_bytes",    "ipc_exported_bytes",
+                                       "vmm_bytes",  "runtime_bytes", "managed_bytes",
+                                       "peer_bytes", "host_bytes",    "traced_bytes",
+                                       "free_bytes", "total_bytes",   "unexplained_bytes"};
+    static_assert(GM_CATEGORIES == 7, "one CSV column per category");
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    for (size_t i = 0; i < ngpus; i++) {
+        const struct gpu_report *g = &gpus[i];
+        for (size_t k = 0; k < g->nrows; k++) {
+            const struct row *r = &g->rows[k];
+            const struct gm_process *p = &m->procs[r->proc];
+            const struct gm_event *e = row_event(m, r);
+            csv_uint(&w, g->gpu);
+            csv_string(&w, m->gpus[g->gpu].uuid);
+            csv_int(&w, p->pid);
+            if (p->has_rank)
+                csv_int(&w, p->rank);
+            else
+                csv_null(&w);
+            csv_string(&w, row_keys[r->kind]);
+            csv_int(&w, e->seq);
+            csv_int(&w, e->t_ns);
+            csv_int(&w, gm_sub(e->t_ns, g->first_t_ns));
+            csv_string(&w, e->type == GM_EV_END ? NULL : gm_api_name(m, e->api));
+            char *text = row_text(m, r);
+            csv_string(&w, text);
+            free(text);
+            for (int c = 0; c < GM_CATEGORIES; c++)
+                csv_int(&w, r->live[c]);
+            csv_int(&w, gm_traced(r->live));
+            if (r->kind == ROW_MEASUREMENT) {
+                int64_t used_bytes = gm_sub(e->b, e->a);
+                csv_int(&w, e->a);
+                csv_int(&w, e->b);
+                csv_int(&w, gm_sub(used_bytes, gm_traced(r->live)));
+            } else {
+                csv_null(&w);
+                csv_null(&w);
+                csv_null(&w);
+            }
+            csv_end_row(&w);
+        }
+    }
+}
+
+/* Keeps the rows of the processes the filters list (the live bytes in them
+ * stay the GPU's: they were taken over every process). */
+static void filter_rows(const struct gm_filter *f, struct gpu_report *g)
+{
+    size_t kept = 0;
+    for (size_t k = 0; k < g->nrows; k++)
+        if (gm_filter_proc(f, g->rows[k].proc))
+            g->rows[kept++] = g->rows[k];
+    g->nrows = kept;
+}
+
+/* --fail-on-problem: a failed call, an unknown or a double free among the
+ * processes listed. */
+static bool found_problem(const struct gm_model *m, const struct gm_filter *f,
+                          const struct gpu_report *gpus, size_t ngpus)
+{
+    for (size_t i = 0; i < ngpus; i++)
+        for (size_t k = 0; k < gpus[i].nrows; k++)
+            if (gpus[i].rows[k].kind == ROW_FAILED)
+                return true;
+    for (size_t p = 0; p < m->nprocs; p++)
+        if (gm_filter_proc(f, (uint32_t)p) &&
+            (m->procs[p].unknown_frees > 0 || m->procs[p].double_frees > 0))
+            return true;
+    return false;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"gpu", required_argument, NULL, 'g'},
-        {"json", no_argument, NULL, 'j'},
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
-    const char *gpu_arg = NULL;
+    struct cli_report_opts o;
+    cli_report_init(&o);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
-        switch (c) {
-        case 'g':
-            gpu_arg = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
+        if (cli_report_option(&o, c, optarg))
+            continue;
+        if (c == 'h')
             return CLI_EXIT_OK;
-        default:
-            return CLI_EXIT_USAGE;
-        }
+        return CLI_EXIT_USAGE;
     }
     if (optind >= argc)
         return cli_usage_error(argv[0], "missing trace directory");
@@ -874,8 +971,9 @@ int cmd_timeline(int argc, char **argv)
         return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
                                argc - optind);
     const char *path = argv[optind];
-    if (gpu_arg && !gpu_arg[0])
-        return cli_usage_error(argv[0], "--gpu needs a uuid prefix or an index");
+    int finished = cli_report_finish(&o, argv[0], csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
 
     struct trace_set set;
     if (trace_set_open(&set, path) != 0)
@@ -885,21 +983,28 @@ int cmd_timeline(int argc, char **argv)
         trace_set_close(&set);
         return CLI_EXIT_BAD_INPUT;
     }
-    int status = CLI_EXIT_OK;
-    int64_t only = -1;
-    if (gpu_arg && (only = gm_select_gpu(&m, gpu_arg, "timeline")) < 0)
-        status = CLI_EXIT_USAGE;
+    struct gm_filter f;
+    int status = gm_filter_init(&f, &m, &o, "timeline");
     if (status == CLI_EXIT_OK) {
-        size_t ngpus = only >= 0 ? 1 : m.ngpus;
-        struct gpu_report *gpus = xcalloc(ngpus ? ngpus : 1, sizeof(*gpus));
-        for (size_t i = 0; i < ngpus; i++) {
-            gpus[i].gpu = only >= 0 ? (uint32_t)only : (uint32_t)i;
-            build_gpu(&m, &gpus[i]);
+        struct gpu_report *gpus = xcalloc(m.ngpus ? m.ngpus : 1, sizeof(*gpus));
+        size_t ngpus = 0;
+        for (size_t i = 0; i < m.ngpus; i++) {
+            if (!gm_filter_gpu(&f, (uint32_t)i))
+                continue;
+            gpus[ngpus].gpu = (uint32_t)i;
+            build_gpu(&m, &gpus[ngpus]);
+            if (f.procs_filtered)
+                filter_rows(&f, &gpus[ngpus]);
+            ngpus++;
         }
-        if (json)
+        if (o.format == CLI_FORMAT_JSON)
             print_json(&m, path, gpus, ngpus, stdout);
+        else if (o.format == CLI_FORMAT_CSV)
+            print_csv(&m, gpus, ngpus, stdout);
         else
             print_text(&m, path, gpus, ngpus, stdout);
+        if (o.fail_on_problem && found_problem(&m, &f, gpus, ngpus))
+            status = CLI_EXIT_PROBLEM;
         for (size_t i = 0; i < ngpus; i++)
             free(gpus[i].rows);
         free(gpus);
@@ -908,6 +1013,7 @@ int cmd_timeline(int argc, char **argv)
             status = CLI_EXIT_BAD_INPUT;
         }
     }
+    gm_filter_free(&f);
     gm_free(&m);
     trace_set_close(&set);
     return status;

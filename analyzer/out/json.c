@@ -266,3 +266,16 @@ void json_kv_null(struct json_writer *w, const char *key)
     json_key(w, key);
     json_null(w);
 }
+
+void json_address(struct json_writer *w, uint64_t address)
+{
+    char buf[24];
+    snprintf(buf, sizeof(buf), "0x%" PRIx64, address);
+    json_string(w, buf);
+}
+
+void json_kv_address(struct json_writer *w, const char *key, uint64_t address)
+{
+    json_key(w, key);
+    json_address(w, address);
+}

@@ -61,6 +61,12 @@ void json_kv_double(struct json_writer *w, const char *key, double value);
 void json_kv_bool(struct json_writer *w, const char *key, bool value);
 void json_kv_null(struct json_writer *w, const char *key);
 
+/* Addresses (device pointers, return addresses) are strings in every report:
+ * "0x7f3a00000000", lower-case hex, no padding; a JSON number cannot carry
+ * every 64-bit address exactly (doubles hold 53 bits). */
+void json_address(struct json_writer *w, uint64_t address);
+void json_kv_address(struct json_writer *w, const char *key, uint64_t address);
+
 /* Writes the JSON string literal for s[0..len) (quotes included) to out. */
 void json_write_escaped(FILE *out, const char *s, size_t len);
 
