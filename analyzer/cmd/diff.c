@@ -19,6 +19,7 @@
  */
 #include "cli.h"
 #include "analysis/diff_analysis.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "out/units.h"
@@ -37,7 +38,7 @@
 #define LABEL_MAX       40 /* milestone column */
 
 static const char usage[] =
-    "usage: cutrace diff [options] [--json] BASELINE_DIR OTHER_DIR\n"
+    "usage: cutrace diff [options] BASELINE_DIR OTHER_DIR\n"
     "\n"
     "What the other run does differently from the baseline, and what it costs.\n"
     "GPUs are paired by NCCL rank (else device ordinal, else uuid); their\n"
@@ -55,12 +56,14 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
-    "  --json                        one JSON document with raw numbers\n"
-    "  -h, --help                    show this help\n"
-    "\n"
-    "exit status: 0 compared (whether or not the runs differ), 1 unreadable or\n"
-    "invalid trace, 2 usage error\n";
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FORMAT_HELP
+        CLI_HELP_HELP "\n"
+    "Tables for --csv: milestones (one row per aligned milestone of each GPU pair),\n"
+    "allocations (one row per allocation group that differs).\n"
+    "\n" CLI_EXIT_HELP("a milestone diverges past --threshold\n"
+                       "exit 0 when compared, whether or not the runs differ");
+
+static const char *const csv_tables[] = {"milestones", "allocations", NULL};
 
 /* ---- options ---- */
 
@@ -73,13 +76,11 @@ static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
     return true;
 }
 
-static int parse_options(int argc, char **argv, struct diff_options *o)
+static int parse_options(int argc, char **argv, struct diff_options *o, struct cli_report_opts *rep)
 {
     static const struct option options[] = {
-        BUDGET_LONG_OPTIONS,
-        {"threshold", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
+        BUDGET_LONG_OPTIONS, {"threshold", required_argument, NULL, 't'},
+        CLI_FORMAT_OPTIONS,  {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = argv[0];
@@ -87,8 +88,11 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
     struct budget_options *b = &o->budget_options;
     struct budget_option_state st;
     budget_options_init(b, &st);
+    cli_report_init(rep);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(rep, c, optarg))
+            continue;
         int taken = budget_option(cmd, c, optarg, b, &st);
         if (taken > 1)
             return taken;
@@ -99,9 +103,6 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
             if (!parse_bytes_opt(optarg, &o->threshold, false))
                 return cli_usage_error(cmd, "--threshold %s: expected a size in bytes", optarg);
             break;
-        case 'j':
-            o->json = true;
-            break;
         case 'h':
             return CLI_EXIT_OK;
         default:
@@ -111,6 +112,10 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
     int finished = budget_options_finish(cmd, false, b, &st);
     if (finished != CLI_PARSED)
         return finished;
+    finished = cli_report_finish(rep, cmd, csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
+    o->json = rep->format == CLI_FORMAT_JSON;
     o->budget = st.framework != NULL;
     b->json = o->json;
     if (argc - optind < 2)
@@ -131,7 +136,7 @@ static const char *side_name(int side)
     return side == DIFF_A ? "A" : "B";
 }
 
-/* Prints a sentence wrapped at blanks to TABLE_MAX_WIDTH columns;
+/* Prints a sentence wrapped at blanks to table_width() columns;
  * continuation lines are indented 4 more. Trace text is made safe. */
 static void emit(FILE *out, size_t indent, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -149,7 +154,8 @@ static void emit(FILE *out, size_t indent, const char *fmt, ...)
     bool first = true;
     while (*p) {
         size_t ind = first ? indent : indent + 4;
-        size_t room = TABLE_MAX_WIDTH > ind + 20 ? TABLE_MAX_WIDTH - ind : 20;
+        size_t limit = table_width();
+        size_t room = limit > ind + 20 ? limit - ind : 20;
         /* the longest run of whole words that fits */
         size_t len = strlen(p), cut = 0;
         for (size_t i = 0; i <= len; i++) {
@@ -2244,22 +2250,119 @@ static void print_json(const struct diff *d, FILE *out)
     json_finish(&w);
 }
 
+/* ---- CSV ---- */
+
+static void csv_side(struct csv_writer *w, const struct diff_milestone *ms)
+{
+    if (!ms) {
+        for (int c = 0; c < 3; c++)
+            csv_null(w);
+        return;
+    }
+    csv_int(w, diff_ms_traced(ms));
+    if (ms->measured) {
+        csv_int(w, ms->free_bytes);
+        csv_int(w, gm_sub(gm_sub(ms->total_bytes, ms->free_bytes), diff_ms_traced(ms)));
+    } else {
+        csv_null(w);
+        csv_null(w);
+    }
+}
+
+/* One row per step of each pair's alignment: traced, free and unexplained
+ * bytes on both sides. */
+static void print_csv_milestones(const struct diff *d, FILE *out)
+{
+    static const char *const head[] = {"pair",
+                                       "row",
+                                       "milestone",
+                                       "kind",
+                                       "baseline_traced_bytes",
+                                       "baseline_free_bytes",
+                                       "baseline_unexplained_bytes",
+                                       "other_traced_bytes",
+                                       "other_free_bytes",
+                                       "other_unexplained_bytes",
+                                       "delta_traced_bytes",
+                                       "diverges"};
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    for (uint32_t p = 0; p < d->npairs; p++) {
+        const struct diff_pair *pr = &d->pairs[p];
+        char *name = diff_pair_name(d, p);
+        for (size_t k = 0; k < pr->nsteps; k++) {
+            const struct diff_step *st = &pr->steps[k];
+            const struct diff_milestone *a = diff_step_ms(d, pr, st, DIFF_A);
+            const struct diff_milestone *b = diff_step_ms(d, pr, st, DIFF_B);
+            csv_string(&w, name);
+            csv_uint(&w, st->row);
+            csv_string(&w, d->rows[st->row].label);
+            csv_string(&w, diff_ms_keys[d->rows[st->row].kind]);
+            csv_side(&w, a);
+            csv_side(&w, b);
+            if (a && b)
+                csv_int(&w, gm_sub(diff_ms_traced(b), diff_ms_traced(a)));
+            else
+                csv_null(&w);
+            csv_int(&w, diff_step_diverges(d, pr, st));
+            csv_end_row(&w);
+        }
+        free(name);
+    }
+}
+
+/* One row per allocation group that differs, in the report's order. */
+static void print_csv_allocations(const struct diff *d, FILE *out)
+{
+    static const char *const head[] = {"phase",          "api",         "module",
+                                       "site",           "size",        "category",
+                                       "baseline_count", "other_count", "delta_count",
+                                       "baseline_bytes", "other_bytes", "delta_bytes",
+                                       "pairs_changed"};
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    for (size_t i = 0; i < d->nallocs; i++) {
+        const struct diff_alloc_row *row = &d->allocs[i];
+        csv_string(&w, row->phase >= 0 ? d->rows[row->phase].label : NULL);
+        csv_string(&w, diff_string(d, row->api));
+        csv_string(&w, diff_string(d, row->module));
+        csv_string(&w, d->sites_compared ? diff_string(d, row->site) : NULL);
+        csv_int(&w, row->size);
+        csv_string(&w, gm_category_key((enum gm_category)row->category));
+        csv_int(&w, row->count[DIFF_A]);
+        csv_int(&w, row->count[DIFF_B]);
+        csv_int(&w, row->count[DIFF_B] - row->count[DIFF_A]);
+        csv_int(&w, row->bytes[DIFF_A]);
+        csv_int(&w, row->bytes[DIFF_B]);
+        csv_int(&w, gm_sub(row->bytes[DIFF_B], row->bytes[DIFF_A]));
+        csv_uint(&w, row->changed);
+        csv_end_row(&w);
+    }
+}
+
 int cmd_diff(int argc, char **argv)
 {
     struct diff_options o;
-    int parsed = parse_options(argc, argv, &o);
+    struct cli_report_opts rep;
+    int parsed = parse_options(argc, argv, &o, &rep);
     if (parsed != CLI_PARSED)
         return parsed;
     struct diff d;
     int status = diff_run_all(&d, &o);
     if (status == 0) {
-        if (o.json)
+        if (rep.format == CLI_FORMAT_JSON)
             print_json(&d, stdout);
+        else if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 1)
+            print_csv_allocations(&d, stdout);
+        else if (rep.format == CLI_FORMAT_CSV)
+            print_csv_milestones(&d, stdout);
         else
             print_text(&d, stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             cli_error(NULL, "cannot write the report to standard output");
             status = CLI_EXIT_BAD_INPUT;
+        } else if (rep.fail_on_problem && d.first_div_row >= 0) {
+            status = CLI_EXIT_PROBLEM; /* a milestone diverges past --threshold */
         }
     }
     diff_free(&d);

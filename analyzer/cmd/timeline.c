@@ -64,7 +64,8 @@ static const char usage[] =
     "\n"
     "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
     "--rank, --pid and --host list those processes' milestones; the live bytes\n"
-    "stay the whole GPU's. Tables for --csv: milestones (one row per milestone).\n"
+    "stay the whole GPU's.\n"
+    "Tables for --csv: milestones (one row per milestone).\n"
     "\n" CLI_EXIT_HELP("a failed call, or a free of memory never allocated or\n"
                        "     already freed, among the processes listed");
 
@@ -682,26 +683,30 @@ static size_t count_hosts(const struct gm_model *m)
 static void print_text(const struct gm_model *m, const char *path, struct gpu_report *gpus,
                        size_t ngpus, FILE *out)
 {
-    fputs("cutrace timeline of ", out);
-    text_print(out, path, 60, 0);
     size_t hosts = count_hosts(m);
-    if (m->ngpus == 0) {
-        fprintf(out, ": no GPU events in %zu process%s\n", m->nprocs, m->nprocs == 1 ? "" : "es");
-    } else {
-        fprintf(out, ": %zu GPU%s, %zu process%s, %zu host%s\n", m->ngpus, m->ngpus == 1 ? "" : "s",
-                m->nprocs, m->nprocs == 1 ? "" : "es", hosts, hosts == 1 ? "" : "s");
-        fputs("  time: since the GPU's first event; sizes: live bytes per category after each "
-              "milestone\n",
-              out);
-    }
+    char *line;
+    if (m->ngpus == 0)
+        line = xasprintf("cutrace timeline of %s: no GPU events in %zu process%s", path, m->nprocs,
+                         m->nprocs == 1 ? "" : "es");
+    else
+        line = xasprintf("cutrace timeline of %s: %zu GPU%s, %zu process%s, %zu host%s", path,
+                         m->ngpus, m->ngpus == 1 ? "" : "s", m->nprocs, m->nprocs == 1 ? "" : "es",
+                         hosts, hosts == 1 ? "" : "s");
+    text_print_wrapped(out, line, 0);
+    free(line);
+    if (m->ngpus > 0)
+        text_print_wrapped(out,
+                           "time: since the GPU's first event; sizes: live bytes per category "
+                           "after each milestone",
+                           2);
     for (size_t i = 0; i < ngpus; i++)
         print_gpu_text(m, &gpus[i], out);
     if (m->nnotes)
         fputc('\n', out);
     for (size_t i = 0; i < m->nnotes; i++) {
-        char *line = xasprintf("note: %s", m->notes[i]);
-        text_print_wrapped(out, line, 0);
-        free(line);
+        char *note = xasprintf("note: %s", m->notes[i]);
+        text_print_wrapped(out, note, 0);
+        free(note);
     }
 }
 
