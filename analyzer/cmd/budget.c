@@ -778,17 +778,11 @@ static void print_csv_ranks(const struct budget_analysis *r, FILE *out)
                 continue;
             const struct gm_process *p = &m->procs[rk->proc];
             csv_job_key(&w, i, g);
-            if (p->has_rank)
-                csv_int(&w, p->rank);
-            else
-                csv_null(&w);
+            csv_opt_int(&w, p->has_rank, p->rank);
             csv_int(&w, p->pid);
             csv_string(&w, p->trace->file);
             csv_string(&w, p->host);
-            if (rk->gpu != GM_NONE)
-                csv_uint(&w, rk->gpu);
-            else
-                csv_null(&w);
+            csv_opt_int(&w, rk->gpu != GM_NONE, rk->gpu);
             csv_int(&w, rk->analysed);
             csv_string(&w, rk->analysed ? NULL : rk->problem);
             if (rk->analysed) {
@@ -801,10 +795,7 @@ static void print_csv_ranks(const struct budget_analysis *r, FILE *out)
                 csv_int(&w, post->t_ns);
                 csv_int(&w, rk->post_free);
                 csv_int(&w, rk->post_total);
-                if (rk->has_burst)
-                    csv_int(&w, rk->burst.bytes);
-                else
-                    csv_null(&w);
+                csv_opt_int(&w, rk->has_burst, rk->burst.bytes);
                 csv_int(&w, rk->weights_live);
             } else {
                 for (int c = 0; c < 10; c++)
@@ -830,10 +821,7 @@ static void print_csv_jobs(const struct budget_analysis *r, FILE *out)
             continue;
         bool any = g->analysed > 0;
         csv_job_key(&w, i, g);
-        if (g->has_hash)
-            csv_int(&w, g->world);
-        else
-            csv_null(&w);
+        csv_opt_int(&w, g->has_hash, g->world);
         csv_uint(&w, g->nranks);
         csv_uint(&w, g->analysed);
         if (any) {
@@ -853,10 +841,7 @@ static void print_csv_jobs(const struct budget_analysis *r, FILE *out)
             csv_double(&w, g->f_min_rounded);
         else
             csv_null(&w);
-        if (any && !sglang)
-            csv_int(&w, g->available);
-        else
-            csv_null(&w);
+        csv_opt_int(&w, any && !sglang, g->available);
         csv_end_row(&w);
     }
 }

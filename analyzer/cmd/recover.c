@@ -130,14 +130,6 @@ static void print_text(const struct recover_result *r)
     }
 }
 
-static void json_opt_int(struct json_writer *w, const char *key, bool present, int64_t value)
-{
-    if (present)
-        json_kv_int(w, key, value);
-    else
-        json_kv_null(w, key);
-}
-
 static void print_json_ring(struct json_writer *w, const struct recover_result *r)
 {
     bool folded = r->status == RECOVER_FOLDED;
@@ -151,22 +143,22 @@ static void print_json_ring(struct json_writer *w, const struct recover_result *
         json_kv_string(w, "error_file", r->error_path);
     else
         json_kv_null(w, "error_file");
-    json_opt_int(w, "pid", r->pid > 0, r->pid);
-    json_opt_int(w, "start_wall_ns", r->has_header, (int64_t)r->start_wall_ns);
-    json_opt_int(w, "start_mono_ns", r->has_header, (int64_t)r->start_mono_ns);
+    json_kv_opt_int(w, "pid", r->pid > 0, r->pid);
+    json_kv_opt_int(w, "start_wall_ns", r->has_header, (int64_t)r->start_wall_ns);
+    json_kv_opt_int(w, "start_mono_ns", r->has_header, (int64_t)r->start_mono_ns);
     json_kv_string(w, "boot_id", r->boot_id);
     if (folded)
         json_kv_bool(w, "created_db", r->created_db);
     else
         json_kv_null(w, "created_db");
-    json_opt_int(w, "ring_records", folded, (int64_t)r->ring_records);
-    json_opt_int(w, "new_records", folded, r->new_records);
-    json_opt_int(w, "already_in_trace", folded, (int64_t)r->ring_records - r->new_records);
-    json_opt_int(w, "recovered_records", folded, r->recovered_total);
+    json_kv_opt_int(w, "ring_records", folded, (int64_t)r->ring_records);
+    json_kv_opt_int(w, "new_records", folded, r->new_records);
+    json_kv_opt_int(w, "already_in_trace", folded, (int64_t)r->ring_records - r->new_records);
+    json_kv_opt_int(w, "recovered_records", folded, r->recovered_total);
     json_kv_string(w, "end_state_before", folded ? r->end_state_before : NULL);
     json_kv_string(w, "end_state", folded ? r->end_state : NULL);
     json_kv_string(w, "writer_error", r->writer_error);
-    json_opt_int(w, "writer_stopped_after", r->writer_error != NULL, r->writer_stopped_after);
+    json_kv_opt_int(w, "writer_stopped_after", r->writer_error != NULL, r->writer_stopped_after);
     json_kv_bool(w, "ring_deleted", folded && !r->unlink_error);
     json_object_end(w);
 }
@@ -257,7 +249,7 @@ static void print_leftover_json(struct json_writer *w, const struct leftover *l)
     json_kv_string(w, "kind", leftover_kind_key(l->kind));
     json_kv_string(w, "status", leftover_status_key(l));
     json_kv_string(w, "error", l->status == LEFTOVER_FAILED ? l->error : NULL);
-    json_opt_int(w, "pid", l->pid > 0, l->pid);
+    json_kv_opt_int(w, "pid", l->pid > 0, l->pid);
     json_kv_string(w, "host", l->host);
     json_kv_string(w, "why_gone", l->why);
     json_kv_string(w, "side_files_removed", cleaned && l->side_files[0] ? l->side_files : NULL);
@@ -275,10 +267,7 @@ static void print_leftover_csv(struct csv_writer *w, const struct leftover *l)
     csv_string(w, base_name(l->path));
     csv_string(w, leftover_kind_key(l->kind));
     csv_string(w, leftover_status_key(l));
-    if (l->pid > 0)
-        csv_int(w, l->pid);
-    else
-        csv_null(w);
+    csv_opt_int(w, l->pid > 0, l->pid);
     csv_string(w, marked ? "killed" : NULL);
     csv_string(w, l->status == LEFTOVER_FAILED ? l->error : NULL);
     csv_end_row(w);
@@ -291,10 +280,7 @@ static void print_ring_csv(struct csv_writer *w, const struct recover_result *r)
     csv_string(w, base_name(r->ring_path));
     csv_string(w, r->db_path ? base_name(r->db_path) : NULL);
     csv_string(w, status_key(r->status));
-    if (r->pid > 0)
-        csv_int(w, r->pid);
-    else
-        csv_null(w);
+    csv_opt_int(w, r->pid > 0, r->pid);
     if (folded) {
         csv_uint(w, r->ring_records);
         csv_int(w, r->new_records);

@@ -63,8 +63,7 @@ static const char usage[] =
     "the memory the traces do not explain.\n"
     "\n"
     "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
-    "--rank, --pid and --host list those processes' milestones; the live bytes\n"
-    "stay the whole GPU's.\n"
+    "Filters list the processes' milestones; live bytes stay the whole GPU's.\n"
     "Tables for --csv: milestones (one row per milestone).\n"
     "\n" CLI_EXIT_HELP("a failed call, or a free of memory never allocated or\n"
                        "     already freed, among the processes listed");
@@ -731,10 +730,7 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
     json_kv_string(w, "kind", row_keys[r->kind]);
     json_kv_int(w, "seq", e->seq);
     json_kv_int(w, "pid", p->pid);
-    if (p->has_rank)
-        json_kv_int(w, "rank", p->rank);
-    else
-        json_kv_null(w, "rank");
+    json_kv_opt_int(w, "rank", p->has_rank, p->rank);
     json_kv_string(w, "file", p->trace->file);
     json_kv_int(w, "t_ns", e->t_ns);
     json_kv_int(w, "at_ns", gm_sub(e->t_ns, g->first_t_ns));
@@ -821,10 +817,7 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
         json_kv_string(&w, "key", gpu->key);
         json_kv_string(&w, "identified_by", gpu->uuid ? "uuid" : "host_and_ordinal");
         json_kv_string(&w, "name", gpu->name[0] ? gpu->name : NULL);
-        if (gpu->total >= 0)
-            json_kv_int(&w, "total_bytes", gpu->total);
-        else
-            json_kv_null(&w, "total_bytes");
+        json_kv_opt_int(&w, "total_bytes", gpu->total >= 0, gpu->total);
         json_kv_string(&w, "host", m->clocks[gpu->clock].host);
         json_kv_string(&w, "boot_id", m->clocks[gpu->clock].boot_id);
         json_kv_int(&w, "first_t_ns", g->first_t_ns);
@@ -834,10 +827,7 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
             const struct gm_process *p = &m->procs[gpu->procs[k]];
             json_object_begin(&w);
             json_kv_int(&w, "pid", p->pid);
-            if (p->has_rank)
-                json_kv_int(&w, "rank", p->rank);
-            else
-                json_kv_null(&w, "rank");
+            json_kv_opt_int(&w, "rank", p->has_rank, p->rank);
             json_kv_string(&w, "file", p->trace->file);
             json_kv_string(&w, "end_state", p->end_state);
             json_kv_bool(&w, "exited", p->exited);
@@ -895,10 +885,7 @@ static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t 
             csv_uint(&w, g->gpu);
             csv_string(&w, m->gpus[g->gpu].uuid);
             csv_int(&w, p->pid);
-            if (p->has_rank)
-                csv_int(&w, p->rank);
-            else
-                csv_null(&w);
+            csv_opt_int(&w, p->has_rank, p->rank);
             csv_string(&w, row_keys[r->kind]);
             csv_int(&w, e->seq);
             csv_int(&w, e->t_ns);
@@ -910,30 +897,13 @@ static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t 
             for (int c = 0; c < GM_CATEGORIES; c++)
                 csv_int(&w, r->live[c]);
             csv_int(&w, gm_traced(r->live));
-            if (r->kind == ROW_MEASUREMENT) {
-                int64_t used_bytes = gm_sub(e->b, e->a);
-                csv_int(&w, e->a);
-                csv_int(&w, e->b);
-                csv_int(&w, gm_sub(used_bytes, gm_traced(r->live)));
-            } else {
-                csv_null(&w);
-                csv_null(&w);
-                csv_null(&w);
-            }
+            bool measured = r->kind == ROW_MEASUREMENT;
+            csv_opt_int(&w, measured, e->a);
+            csv_opt_int(&w, measured, e->b);
+            csv_opt_int(&w, measured, gm_sub(gm_sub(e->b, e->a), gm_traced(r->live)));
             csv_end_row(&w);
         }
     }
-}
-
-/* Keeps the rows of the processes the filters list (the live bytes in them
- * stay the GPU's: they were taken over every process). */
-static void filter_rows(const struct gm_filter *f, struct gpu_report *g)
-{
-    size_t kept = 0;
-    for (size_t k = 0; k < g->nrows; k++)
-        if (gm_filter_proc(f, g->rows[k].proc))
-            g->rows[kept++] = g->rows[k];
-    g->nrows = kept;
 }
 
 /* --fail-on-problem: a failed call, an unknown or a double free among the
@@ -941,15 +911,14 @@ static void filter_rows(const struct gm_filter *f, struct gpu_report *g)
 static bool found_problem(const struct gm_model *m, const struct gm_filter *f,
                           const struct gpu_report *gpus, size_t ngpus)
 {
+    bool found = false;
     for (size_t i = 0; i < ngpus; i++)
         for (size_t k = 0; k < gpus[i].nrows; k++)
-            if (gpus[i].rows[k].kind == ROW_FAILED)
-                return true;
+            found |= gpus[i].rows[k].kind == ROW_FAILED;
     for (size_t p = 0; p < m->nprocs; p++)
-        if (gm_filter_proc(f, (uint32_t)p) &&
-            (m->procs[p].unknown_frees > 0 || m->procs[p].double_frees > 0))
-            return true;
-    return false;
+        found |= gm_filter_proc(f, (uint32_t)p) &&
+                 (m->procs[p].unknown_frees > 0 || m->procs[p].double_frees > 0);
+    return found;
 }
 
 int cmd_timeline(int argc, char **argv)
@@ -997,10 +966,14 @@ int cmd_timeline(int argc, char **argv)
             if (!gm_filter_gpu(&f, (uint32_t)i))
                 continue;
             gpus[ngpus].gpu = (uint32_t)i;
-            build_gpu(&m, &gpus[ngpus]);
-            if (f.procs_filtered)
-                filter_rows(&f, &gpus[ngpus]);
-            ngpus++;
+            struct gpu_report *g = &gpus[ngpus++];
+            build_gpu(&m, g);
+            /* The listed processes' rows; their live bytes stay the GPU's. */
+            size_t kept = 0;
+            for (size_t k = 0; k < g->nrows; k++)
+                if (gm_filter_proc(&f, g->rows[k].proc))
+                    g->rows[kept++] = g->rows[k];
+            g->nrows = kept;
         }
         if (o.format == CLI_FORMAT_JSON)
             print_json(&m, path, gpus, ngpus, stdout);

@@ -101,6 +101,14 @@ void csv_null(struct csv_writer *w)
     separator(w);
 }
 
+void csv_opt_int(struct csv_writer *w, bool present, int64_t value)
+{
+    if (present)
+        csv_int(w, value);
+    else
+        csv_null(w);
+}
+
 void csv_end_row(struct csv_writer *w)
 {
     assert(w->field == w->columns && "CSV row shorter than its header");

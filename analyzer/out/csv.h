@@ -13,6 +13,7 @@
 #ifndef CUTRACE_ANALYZER_CSV_H
 #define CUTRACE_ANALYZER_CSV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ void csv_int(struct csv_writer *w, int64_t value);
 void csv_uint(struct csv_writer *w, uint64_t value);
 void csv_double(struct csv_writer *w, double value); /* 17 significant digits; NaN: empty */
 void csv_null(struct csv_writer *w);
+/* value when present, else an empty field (JSON's null). */
+void csv_opt_int(struct csv_writer *w, bool present, int64_t value);
 /* Ends the record; asserts it has as many fields as the header. */
 void csv_end_row(struct csv_writer *w);
 

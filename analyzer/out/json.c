@@ -279,3 +279,11 @@ void json_kv_address(struct json_writer *w, const char *key, uint64_t address)
     json_key(w, key);
     json_address(w, address);
 }
+
+void json_kv_opt_int(struct json_writer *w, const char *key, bool present, int64_t value)
+{
+    if (present)
+        json_kv_int(w, key, value);
+    else
+        json_kv_null(w, key);
+}

@@ -60,6 +60,8 @@ void json_kv_uint(struct json_writer *w, const char *key, uint64_t value);
 void json_kv_double(struct json_writer *w, const char *key, double value);
 void json_kv_bool(struct json_writer *w, const char *key, bool value);
 void json_kv_null(struct json_writer *w, const char *key);
+/* value when present, else null: a number the trace may not have. */
+void json_kv_opt_int(struct json_writer *w, const char *key, bool present, int64_t value);
 
 /* Addresses (device pointers, return addresses) are strings in every report:
  * "0x7f3a00000000", lower-case hex, no padding; a JSON number cannot carry
