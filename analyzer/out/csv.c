@@ -3,6 +3,8 @@
  */
 #include "out/csv.h"
 
+#include "out/json.h"
+
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
@@ -25,32 +27,6 @@ static void separator(struct csv_writer *w)
         fputc(',', w->out);
 }
 
-/* Length of the valid UTF-8 sequence at s, 0 when it is not one. */
-static size_t utf8_length(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t min, cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, min = 0x80, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, min = 0x800, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, min = 0x10000, cp = c & 0x07;
-    else
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 void csv_string(struct csv_writer *w, const char *s)
 {
     separator(w);
@@ -61,8 +37,9 @@ void csv_string(struct csv_writer *w, const char *s)
                  (n > 0 && (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t'));
     if (quote)
         fputc('"', w->out);
+    const unsigned char *end = (const unsigned char *)s + n;
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t len = utf8_length(p);
+        size_t len = utf8_sequence_length(p, (size_t)(end - p));
         if (len == 0) {
             fputs("\xef\xbf\xbd", w->out); /* U+FFFD */
             p++;

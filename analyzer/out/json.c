@@ -109,9 +109,7 @@ void json_key(struct json_writer *w, const char *key)
     w->key_pending = true;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid:
- * overlong forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n)
+size_t utf8_sequence_length(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
