@@ -243,6 +243,7 @@ struct api_info {
     enum gm_kind kind;
     uint32_t name; /* model-wide api name id */
     uint8_t layer; /* enum result_layer */
+    uint8_t nccl;  /* enum cc_role: read for the NCCL calls (collcalls.h) */
 };
 
 struct module_range {
@@ -588,6 +589,7 @@ static void load_apis(struct pass *s)
         info->kind = kind_from_text(a->kind);
         info->name = strtab_id(&s->L->apis, a->name);
         info->layer = (uint8_t)result_layer_from_name(a->layer);
+        info->nccl = (uint8_t)cc_role_of(a);
     }
     s->device_space = strtab_find(&s->spaces, "device");
 }
@@ -1099,14 +1101,26 @@ static void apply_due(struct pass *s, struct pending *h, int64_t read_up_to)
     }
 }
 
+/* What the NCCL calls' loader reads, by position in read_calls' query. */
+static const struct cc_columns nccl_columns = {.size = 6,
+                                               .dur_ns = 2,
+                                               .result = 7,
+                                               .arg0 = 10,
+                                               .arg2 = 12,
+                                               .arg4 = 16,
+                                               .arg6 = 17,
+                                               .arg7 = 18};
+
 static int read_calls(struct pass *s)
 {
     struct trace *t = (struct trace *)s->p->trace;
     /* Format 5 and older: every call takes effect at its seq, as their views pair. */
     const char *order = trace_has_effect_order(t) ? "effect_order" : "2 * seq";
     char *sql = xasprintf("SELECT seq, t_ns, dur_ns, api, device, ptr, size, result, nested,"
-                          " parent_seq, arg0, arg1, arg2, arg3, %s, %s FROM calls ORDER BY seq",
-                          s->p->modules ? "caller" : "NULL", order);
+                          " parent_seq, arg0, arg1, arg2, arg3, %s, %s, %s FROM calls ORDER BY seq",
+                          s->p->modules ? "caller" : "NULL", order,
+                          /* Format 1 had four arguments and no NCCL. */
+                          t->format_version >= 2 ? "arg4, arg6, arg7" : "NULL, NULL, NULL");
     sqlite3_stmt *stmt = trace_query(t, sql, "");
     free(sql);
     if (!stmt)
@@ -1138,6 +1152,8 @@ static int read_calls(struct pass *s)
         c.info = api_of(s, (const char *)sqlite3_column_text(stmt, 3));
         if (!c.info)
             continue;
+        if (c.info->nccl != CC_NONE)
+            cc_read_call(&s->p->nccl_calls, c.info->nccl, c.info->name, c.seq, stmt, &nccl_columns);
         last_t = c.t_ns;
         int64_t earliest = gm_add(c.seq, c.seq);
         if (c.order < earliest) /* NULL, or a damaged trace's */
@@ -1707,6 +1723,7 @@ void gm_free(struct gm_model *m)
         free(p->events);
         free(p->comms);
         free(p->gpus);
+        cc_calls_free(&p->nccl_calls);
     }
     free(m->procs);
     for (size_t i = 0; i < m->ngpus; i++) {

@@ -30,6 +30,7 @@
 #ifndef CUTRACE_ANALYZER_GPUMODEL_H
 #define CUTRACE_ANALYZER_GPUMODEL_H
 
+#include "model/collcalls.h"
 #include "model/trace.h"
 #include "model/traceset.h"
 
@@ -149,6 +150,7 @@ struct gm_process {
     bool modules;   /* the trace records issuing modules (format 3) */
     uint32_t *gpus; /* the GPUs it used, ascending */
     size_t ngpus;
+    struct cc_calls nccl_calls; /* its NCCL collective and p2p calls, aggregated */
 };
 
 struct gm_ref {

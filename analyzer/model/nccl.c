@@ -324,13 +324,15 @@ static void bucket_function(sqlite3_context *ctx, int argc, sqlite3_value **argv
         sqlite3_result_int64(ctx, -1);
         return;
     }
-    int64_t bytes = sqlite3_value_int64(argv[0]);
-    if (bytes <= 0) {
-        sqlite3_result_int64(ctx, bytes == 0 ? 0 : -1);
-        return;
-    }
+    sqlite3_result_int64(ctx, nccl_bucket_of(sqlite3_value_int64(argv[0])));
+}
+
+int64_t nccl_bucket_of(int64_t bytes)
+{
+    if (bytes <= 0)
+        return bytes == 0 ? 0 : -1;
     /* 63 - clz is floor(log2) of a positive 64-bit value. */
-    sqlite3_result_int64(ctx, 64 - __builtin_clzll((unsigned long long)bytes));
+    return 64 - __builtin_clzll((unsigned long long)bytes);
 }
 
 int nccl_register_functions(struct trace *t)

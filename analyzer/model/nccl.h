@@ -73,6 +73,8 @@ const struct nccl_comm *nccl_find_comm(const struct nccl_info *info, int64_t com
  */
 #define NCCL_BUCKET_FUNCTION "ct_size_bucket"
 int nccl_register_functions(struct trace *t);
+/* The same for an integer: the model's loader buckets in C (collcalls.h). */
+int64_t nccl_bucket_of(int64_t bytes);
 
 /* Inclusive lower and exclusive upper bound of a bucket (0 and 0 for -1;
  * the upper bound of the last bucket saturates at INT64_MAX). */

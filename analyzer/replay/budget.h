@@ -1,58 +1,19 @@
 /*
  * budget.h - the arithmetic with which inference servers size their KV
- * cache at startup, replayed exactly (docs/budget.md): SGLang's float32 MIN
- * of free memory across ranks and its rest/token formula, vLLM's requested
- * and available bytes. Pure functions, so that the tests can compare them
- * bit for bit with what a simulated server computed itself; `cutrace
- * budget` (cmd_budget.c) finds the inputs in the traces.
+ * cache at startup, replayed exactly (docs/budget.md), one file per server:
+ * sglang.c, vllm.c. Pure functions, so that the tests can compare them bit
+ * for bit with what a simulated server computed itself; `cutrace budget`
+ * (cmd/budget.c, through analysis/budget_analysis.c) finds the inputs in
+ * the traces. This header holds what the replays share and brings in each
+ * server's own. A new server's replay is one more file here.
  */
 #ifndef CUTRACE_ANALYZER_BUDGET_H
 #define CUTRACE_ANALYZER_BUDGET_H
 
-#include <stdbool.h>
-#include <stdint.h>
+/* KV bytes per token when the user gives none: DeepSeek-V3 / Kimi-K2 MLA in bf16. */
+#define BUDGET_CELL_SIZE 70272
 
-#define BUDGET_GIB        1073741824.0 /* SGLang's "GB" is 2^30 bytes */
-#define BUDGET_CELL_SIZE  70272        /* DeepSeek-V3 / Kimi-K2 MLA in bf16 */
-#define BUDGET_VLLM_UTIL  0.9          /* vLLM's --gpu-memory-utilization default */
-#define BUDGET_SGLANG_ERR "Not enough memory. Please try to increase --mem-fraction-static."
-#define BUDGET_VLLM_ERR   "No available memory for the cache blocks."
-
-/*
- * The MIN over ranks of a measurement's free bytes, in GiB as SGLang has
- * it: with more than one rank the value went through a float32 tensor (an
- * all-reduce with MIN over the gloo group), with one it stays an integer.
- */
-double budget_sglang_gib(uint64_t min_free_bytes, int ranks);
-
-/* rest = post - pre * (1 - F), in double. */
-double budget_sglang_rest(double post_gib, double pre_gib, double fraction);
-
-/* floor(rest * 2^30 / cell_size) as Python's int(x // c); saturates at the
- * int64 range for values no server could see. */
-int64_t budget_sglang_tokens(double rest_gib, int64_t cell_size);
-
-/* Whether SGLang goes on with this F: tokens > 0. */
-bool budget_sglang_fits(double post_gib, double pre_gib, double fraction, int64_t cell_size);
-
-/* F_min = 1 - (post - c) / pre, c = cell_size / 2^30: the F at which one
- * token fits. NaN when pre is not positive. */
-double budget_sglang_f_min(double post_gib, double pre_gib, int64_t cell_size);
-
-/*
- * The smallest F of the form k/1000 (0 < k <= 1000) that fits, checked
- * with the formula itself, so that decimal rounding can never print an F
- * that does not fit. Returns false when even 1.000 does not fit.
- */
-bool budget_sglang_f_min_rounded(double post_gib, double pre_gib, int64_t cell_size,
-                                 double *fraction);
-
-/* vLLM: requested = total * U in double, truncated to whole bytes. */
-int64_t budget_vllm_requested(int64_t total_bytes, double utilization);
-
-/* The smallest U = k/1000 with requested - need > 0, false if none <= 1;
- * and the largest U = k/1000 whose requested fits in free (false if none). */
-bool budget_vllm_u_min(int64_t total_bytes, int64_t need_bytes, double *utilization);
-bool budget_vllm_u_max(int64_t total_bytes, int64_t free_bytes, double *utilization);
+#include "replay/sglang.h"
+#include "replay/vllm.h"
 
 #endif

@@ -14,6 +14,7 @@ Suite *budget_suite(void);
 Suite *diff_suite(void);         /* test_diff.c */
 Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
 Suite *readonly_suite(void);     /* test_readonly.c */
+Suite *collcalls_suite(void);    /* test_collcalls.c */
 Suite *conventions_suite(void);  /* test_conventions.c */
 
 int main(void)
@@ -33,6 +34,7 @@ int main(void)
     srunner_add_suite(runner, run_suite());
     srunner_add_suite(runner, recover_suite());
     srunner_add_suite(runner, collectives_suite());
+    srunner_add_suite(runner, collcalls_suite());
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
     srunner_add_suite(runner, diff_suite());

@@ -44,7 +44,6 @@ LIMIT = 1000
 LONG = {
     "analyzer/analysis/budget_analysis.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/analysis/diff_analysis.c": "written before the rule; being split by idea (issue 16)",
-    "analyzer/cmd/collectives.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/cmd/diff.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/cmd/summary.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/model/gpumodel.c": "written before the rule; being split by idea (issue 16)",
