@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,155 @@ int cli_report_args(int argc, char **argv, const char *usage, const char *operan
                                argc - optind);
     out->path = argv[optind];
     return CLI_PARSED;
+}
+
+void cli_report_init(struct cli_report_opts *o)
+{
+    *o = (struct cli_report_opts){.format = CLI_FORMAT_TEXT};
+}
+
+bool cli_report_option(struct cli_report_opts *o, int c, const char *arg)
+{
+    switch (c) {
+    case CLI_OPT_JSON:
+        o->json_given = true;
+        o->format = CLI_FORMAT_JSON;
+        return true;
+    case CLI_OPT_CSV:
+        o->csv_given = true;
+        o->format = CLI_FORMAT_CSV;
+        o->csv_arg = arg;
+        return true;
+    case CLI_OPT_FAIL_ON_PROBLEM:
+        o->fail_on_problem = true;
+        return true;
+    case CLI_OPT_RANK:
+        o->rank = arg;
+        return true;
+    case CLI_OPT_PID:
+        o->pid = arg;
+        return true;
+    case CLI_OPT_HOST:
+        o->host = arg;
+        return true;
+    case CLI_OPT_GPU:
+        o->gpu = arg;
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool cli_report_filtered(const struct cli_report_opts *o)
+{
+    return o->rank || o->pid || o->host || o->gpu;
+}
+
+int cli_report_finish(struct cli_report_opts *o, const char *command, const char *const *csv_tables)
+{
+    if (o->json_given && o->csv_given)
+        return cli_usage_error(command, "--json and --csv exclude each other");
+    if (o->csv_given) {
+        if (!csv_tables || !csv_tables[0])
+            return cli_usage_error(command, "this report has no table for --csv");
+        o->csv_table = 0;
+        if (o->csv_arg) {
+            size_t i = 0;
+            while (csv_tables[i] && strcmp(csv_tables[i], o->csv_arg) != 0)
+                i++;
+            if (!csv_tables[i]) {
+                char names[256] = "";
+                for (size_t k = 0; csv_tables[k]; k++)
+                    snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                             k ? ", " : "", csv_tables[k]);
+                return cli_usage_error(command, "--csv=%s: no such table (tables: %s)", o->csv_arg,
+                                       names);
+            }
+            o->csv_table = i;
+        }
+    }
+    if (o->gpu && !o->gpu[0])
+        return cli_usage_error(command, "--gpu needs a uuid prefix or an index");
+    const struct {
+        const char *name, *value;
+        bool list;
+    } filters[] = {{"--rank", o->rank, true},
+                   {"--pid", o->pid, true},
+                   {"--host", o->host, false},
+                   {"--gpu", o->gpu, false}};
+    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+        const char *v = filters[i].value;
+        if (!v)
+            continue;
+        if (!v[0])
+            return cli_usage_error(command, "%s needs a value", filters[i].name);
+        struct cli_range *ranges;
+        size_t n;
+        if (filters[i].list) {
+            if (cli_parse_ranges(v, &ranges, &n) != 0)
+                return cli_usage_error(command, "%s %s: expected numbers and ranges like 0,2,4-7",
+                                       filters[i].name, v);
+            free(ranges);
+        }
+    }
+    return CLI_PARSED;
+}
+
+static bool parse_id(const char **p, int64_t *out)
+{
+    if (!isdigit((unsigned char)**p))
+        return false;
+    int64_t v = 0;
+    while (isdigit((unsigned char)**p)) {
+        int digit = **p - '0';
+        if (v > (INT64_MAX - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+        (*p)++;
+    }
+    *out = v;
+    return true;
+}
+
+int cli_parse_ranges(const char *text, struct cli_range **ranges, size_t *n)
+{
+    assert(text && ranges && n);
+    struct cli_range *list = NULL;
+    size_t count = 0, cap = 0;
+    const char *p = text;
+    for (;;) {
+        struct cli_range r;
+        if (!parse_id(&p, &r.lo))
+            goto bad;
+        r.hi = r.lo;
+        if (*p == '-') {
+            p++;
+            if (!parse_id(&p, &r.hi) || r.hi < r.lo)
+                goto bad;
+        }
+        list = xgrow(list, &cap, count + 1, sizeof(*list));
+        list[count++] = r;
+        if (*p == '\0')
+            break;
+        if (*p++ != ',')
+            goto bad;
+    }
+    *ranges = list;
+    *n = count;
+    return 0;
+bad:
+    free(list);
+    *ranges = NULL;
+    *n = 0;
+    return -1;
+}
+
+bool cli_ranges_contain(const struct cli_range *ranges, size_t n, int64_t value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (value >= ranges[i].lo && value <= ranges[i].hi)
+            return true;
+    return false;
 }
 
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,

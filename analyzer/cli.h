@@ -16,12 +16,14 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Exit codes of the report subcommands (`run` passes on its child's instead). */
 enum cli_exit {
     CLI_EXIT_OK = 0,
     CLI_EXIT_BAD_INPUT = 1, /* a trace, directory or file could not be used */
-    CLI_EXIT_USAGE = 2,     /* wrong options or arguments */
+    CLI_EXIT_USAGE = 2,     /* wrong options or arguments, a filter that matches nothing */
+    CLI_EXIT_PROBLEM = 3,   /* --fail-on-problem: the report found what it calls a problem */
 };
 
 struct cli_command {
@@ -68,6 +70,106 @@ struct cli_report_args {
 #define CLI_PARSED (-1)
 int cli_report_args(int argc, char **argv, const char *usage, const char *operand,
                     struct cli_report_args *out);
+
+/*
+ * The options every report shares, parsed once here so that they read and
+ * behave the same in every subcommand (docs/cli.md, "Conventions"):
+ *
+ *   --json                one JSON document instead of text
+ *   --csv[=TABLE]         a table as CSV (RFC 4180), raw numbers; the main
+ *                         table without TABLE (the command lists its tables)
+ *   --fail-on-problem     exit CLI_EXIT_PROBLEM when the report finds a problem
+ *   --rank/--pid LIST     only these processes: "0,2,4-7"
+ *   --host LIST           only processes of these hosts: "node1,node2"
+ *   --gpu UUID|INDEX      only this GPU (model/gpumodel.h: gm_select_gpu)
+ *
+ * A report puts CLI_FORMAT_OPTIONS (and CLI_FILTER_OPTIONS where it lists
+ * processes or GPUs) in its getopt table, the matching _HELP lines in its
+ * usage, hands every option cli_getopt returns to cli_report_option first,
+ * and calls cli_report_finish after the loop. Filters are matched against
+ * the loaded model by model/filter.h; tables are written by out/csv.h.
+ */
+enum cli_report_option_code {
+    CLI_OPT_JSON = 0x200, /* above any short option character */
+    CLI_OPT_CSV,
+    CLI_OPT_FAIL_ON_PROBLEM,
+    CLI_OPT_RANK,
+    CLI_OPT_PID,
+    CLI_OPT_HOST,
+    CLI_OPT_GPU,
+};
+#define CLI_FORMAT_OPTIONS                                                                         \
+    {"json", no_argument, NULL, CLI_OPT_JSON}, {"csv", optional_argument, NULL, CLI_OPT_CSV},      \
+    {                                                                                              \
+        "fail-on-problem", no_argument, NULL, CLI_OPT_FAIL_ON_PROBLEM                              \
+    }
+#define CLI_FILTER_OPTIONS                                                                         \
+    {"rank", required_argument, NULL, CLI_OPT_RANK},                                               \
+        {"pid", required_argument, NULL, CLI_OPT_PID},                                             \
+        {"host", required_argument, NULL, CLI_OPT_HOST},                                           \
+    {                                                                                              \
+        "gpu", required_argument, NULL, CLI_OPT_GPU                                                \
+    }
+
+/* The help lines of the shared options: every usage lists its options in
+ * these two columns (the option from column 2, its words from column 32). */
+#define CLI_FORMAT_HELP                                                                            \
+    "  --json                        one JSON document with raw numbers (bytes, ns)\n"             \
+    "  --csv[=TABLE]                 a table as CSV with raw numbers (tables below)\n"             \
+    "  --fail-on-problem             exit 3 when the report finds a problem (below)\n"
+#define CLI_FILTER_HELP                                                                            \
+    "  --rank LIST                   only the processes of these ranks: 0,2,4-7\n"                 \
+    "  --pid LIST                    only these processes: 4242,4300-4310\n"                       \
+    "  --host LIST                   only the processes of these hosts: node1,node2\n"             \
+    "  --gpu UUID|INDEX              only this GPU: a uuid prefix, or its index\n"
+#define CLI_HELP_HELP "  -h, --help                    show this help\n"
+/* The exit-code table of a report's help; `problem` says what --fail-on-problem
+ * counts as one ("a rank's verdict does not fit"). */
+#define CLI_EXIT_HELP(problem)                                                                     \
+    "exit status:\n"                                                                               \
+    "  0  ok\n"                                                                                    \
+    "  1  bad input: a trace, directory or file that cannot be used\n"                             \
+    "  2  usage error: a wrong option or argument, a filter that matches nothing\n"                \
+    "  3  with --fail-on-problem: " problem "\n"
+
+enum cli_format { CLI_FORMAT_TEXT, CLI_FORMAT_JSON, CLI_FORMAT_CSV };
+
+/* A range of ranks or pids, both ends included. */
+struct cli_range {
+    int64_t lo, hi;
+};
+
+struct cli_report_opts {
+    enum cli_format format;
+    const char *csv_arg; /* --csv=TABLE as given, NULL: the main table */
+    size_t csv_table;    /* after cli_report_finish: index into the command's tables */
+    bool fail_on_problem;
+    const char *rank, *pid, *host, *gpu; /* the filters as given, NULL: not given */
+    bool json_given, csv_given;
+};
+
+/* Zeroes o: text, no filter. */
+void cli_report_init(struct cli_report_opts *o);
+/* Takes option c when it is one of the shared ones (returns true). */
+bool cli_report_option(struct cli_report_opts *o, int c, const char *arg);
+/*
+ * After the option loop: refuses --json with --csv, an empty filter, a LIST
+ * that is not one, a --csv=TABLE not among `csv_tables` (NULL-terminated,
+ * the main table first; NULL: the command has no CSV table). Returns
+ * CLI_PARSED, or CLI_EXIT_USAGE after the one-line usage error.
+ */
+int cli_report_finish(struct cli_report_opts *o, const char *command,
+                      const char *const *csv_tables);
+/* True when some filter of o is given. */
+bool cli_report_filtered(const struct cli_report_opts *o);
+
+/*
+ * Parses "0,2,4-7" (decimal numbers >= 0, ranges lo-hi with lo <= hi,
+ * separated by commas, nothing else) into *ranges (malloc'd, *n of them).
+ * Returns 0, or -1 for anything else (nothing is allocated).
+ */
+int cli_parse_ranges(const char *text, struct cli_range **ranges, size_t *n);
+bool cli_ranges_contain(const struct cli_range *ranges, size_t n, int64_t value);
 
 /* "cutrace NAME: message" and a hint to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)

@@ -3,7 +3,7 @@
  * rank's measurements in a loaded model (gpumodel.h), groups ranks into
  * jobs by their NCCL communicators and replays the server's arithmetic
  * (budget.h) per job, with the decomposition of SGLang's rest by category.
- * cmd_budget.c prints the result; cmd_diff.c puts two runs' side by side.
+ * cmd/budget.c prints the result; cmd/diff.c puts two runs' side by side.
  */
 #ifndef CUTRACE_ANALYZER_BUDGET_ANALYSIS_H
 #define CUTRACE_ANALYZER_BUDGET_ANALYSIS_H
@@ -18,7 +18,7 @@
 
 enum budget_framework { BUDGET_SGLANG, BUDGET_VLLM };
 
-/* What the user asked for (cmd_budget.c parses it; cutrace diff fills it). */
+/* What the user asked for (cmd/budget.c parses it; cutrace diff fills it). */
 struct budget_options {
     enum budget_framework framework;
     bool has_fraction, has_util, has_pre;

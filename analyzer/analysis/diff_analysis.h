@@ -45,7 +45,7 @@
 
 enum { DIFF_A = 0, DIFF_B = 1 }; /* baseline, other */
 
-/* What the user asked for (cmd_diff.c parses it). */
+/* What the user asked for (cmd/diff.c parses it). */
 struct diff_options {
     const char *paths[2];
     int64_t threshold; /* a milestone diverges when a delta exceeds it */

@@ -28,14 +28,6 @@ static void json_live(struct json_writer *w, const char *key, const int64_t *liv
     json_object_end(w);
 }
 
-static void json_opt_int(struct json_writer *w, const char *key, bool has, int64_t value)
-{
-    if (has)
-        json_kv_int(w, key, value);
-    else
-        json_kv_null(w, key);
-}
-
 static void json_ms(struct json_writer *w, const struct diff *d, int side,
                     const struct diff_milestone *ms)
 {
@@ -51,13 +43,13 @@ static void json_ms(struct json_writer *w, const struct diff *d, int side,
     free(label);
     json_kv_int(w, "seq", p->events[ms->event].seq);
     json_kv_int(w, "pid", p->pid);
-    json_opt_int(w, "rank", p->has_rank, p->rank);
+    json_kv_opt_int(w, "rank", p->has_rank, p->rank);
     json_live(w, "live", ms->live);
     json_kv_int(w, "traced_bytes", diff_ms_traced(ms));
-    json_opt_int(w, "free_bytes", ms->measured, ms->free_bytes);
-    json_opt_int(w, "total_bytes", ms->measured, ms->total_bytes);
-    json_opt_int(w, "unexplained_bytes", ms->measured,
-                 gm_sub(gm_sub(ms->total_bytes, ms->free_bytes), diff_ms_traced(ms)));
+    json_kv_opt_int(w, "free_bytes", ms->measured, ms->free_bytes);
+    json_kv_opt_int(w, "total_bytes", ms->measured, ms->total_bytes);
+    json_kv_opt_int(w, "unexplained_bytes", ms->measured,
+                    gm_sub(gm_sub(ms->total_bytes, ms->free_bytes), diff_ms_traced(ms)));
     switch ((enum ms_kind)ms->kind) {
     case MS_COMM_INIT:
         json_kv_int(w, "nranks", ms->detail);
@@ -90,10 +82,10 @@ static void json_gpu(struct json_writer *w, const struct diff *d, int side, uint
     json_kv_string(w, "uuid", mg->uuid);
     json_kv_string(w, "model", mg->name[0] ? mg->name : NULL);
     json_kv_int(w, "ordinal", g->ordinal);
-    json_opt_int(w, "rank", g->has_rank, g->rank);
-    json_opt_int(w, "world", g->has_rank, g->world);
+    json_kv_opt_int(w, "rank", g->has_rank, g->rank);
+    json_kv_opt_int(w, "world", g->has_rank, g->world);
     const struct gm_process *p = g->proc == GM_NONE ? NULL : &r->m.procs[g->proc];
-    json_opt_int(w, "pid", p != NULL, p ? p->pid : 0);
+    json_kv_opt_int(w, "pid", p != NULL, p ? p->pid : 0);
     json_kv_string(w, "end", p ? diff_end_word(p) : NULL);
     json_kv_uint(w, "milestones", g->nms);
     json_kv_int(w, "failed_calls_not_aligned", g->failed_dropped);
@@ -125,7 +117,7 @@ static void json_run(struct json_writer *w, const struct diff *d, int side)
             continue;
         json_object_begin(w);
         json_kv_int(w, "pid", p->pid);
-        json_opt_int(w, "rank", p->has_rank, p->rank);
+        json_kv_opt_int(w, "rank", p->has_rank, p->rank);
         json_kv_string(w, "end", diff_end_word(p));
         const struct diff_milestone *last = diff_last_milestone(r, (uint32_t)pi);
         char *label = last ? diff_ms_label(d, last) : NULL;
@@ -172,7 +164,7 @@ static void json_summary(struct json_writer *w, const struct diff *d)
         json_live(w, "delta_live", delta);
         json_kv_int(w, "delta_traced_bytes", gm_sub(diff_ms_traced(b), diff_ms_traced(a)));
         bool measured = a->measured && b->measured;
-        json_opt_int(w, "delta_free_bytes", measured, gm_sub(b->free_bytes, a->free_bytes));
+        json_kv_opt_int(w, "delta_free_bytes", measured, gm_sub(b->free_bytes, a->free_bytes));
         json_object_end(w);
         free(pairs);
     }
@@ -198,8 +190,8 @@ static void json_summary(struct json_writer *w, const struct diff *d)
         char *phase = diff_phase_text(d, s->phase, s->end);
         json_kv_string(w, "phase", phase);
         free(phase);
-        json_opt_int(w, "from_row", s->phase >= 0, s->phase);
-        json_opt_int(w, "to_row", s->end >= 0, s->end);
+        json_kv_opt_int(w, "from_row", s->phase >= 0, s->phase);
+        json_kv_opt_int(w, "to_row", s->end >= 0, s->end);
         bool uniform = diff_phase_uniform(d, s);
         json_kv_bool(w, "same_on_every_pair", uniform);
         static const char *const keys[PS_KINDS][3] = {
@@ -324,8 +316,8 @@ static void json_milestones(struct json_writer *w, const struct diff *d)
                 int64_t dfree = gm_sub(b->free_bytes, a->free_bytes);
                 int64_t dused = gm_sub(gm_sub(b->total_bytes, b->free_bytes),
                                        gm_sub(a->total_bytes, a->free_bytes));
-                json_opt_int(w, "free_bytes", measured, dfree);
-                json_opt_int(w, "unexplained_bytes", measured, gm_sub(dused, dt));
+                json_kv_opt_int(w, "free_bytes", measured, dfree);
+                json_kv_opt_int(w, "unexplained_bytes", measured, gm_sub(dused, dt));
                 json_object_end(w);
             } else {
                 json_null(w);
@@ -349,8 +341,8 @@ static void json_allocations(struct json_writer *w, const struct diff *d)
         char *phase = diff_phase_text(d, row->phase, row->phase_end);
         json_kv_string(w, "phase", phase);
         free(phase);
-        json_opt_int(w, "phase_from_row", row->phase >= 0, row->phase);
-        json_opt_int(w, "phase_to_row", row->phase_end >= 0, row->phase_end);
+        json_kv_opt_int(w, "phase_from_row", row->phase >= 0, row->phase);
+        json_kv_opt_int(w, "phase_to_row", row->phase_end >= 0, row->phase_end);
         json_kv_string(w, "api", diff_string(d, row->api));
         const char *module = diff_string(d, row->module);
         json_kv_string(w, "module", *module ? module : NULL);
@@ -401,7 +393,7 @@ static void json_ipc(struct json_writer *w, const struct diff *d, int side)
         json_object_begin(w);
         json_kv_string(w, "exporter", b->exporter);
         json_kv_int(w, "pid", p->pid);
-        json_opt_int(w, "rank", p->has_rank, p->rank);
+        json_kv_opt_int(w, "rank", p->has_rank, p->rank);
         json_kv_int(w, "seq", p->allocs[b->alloc].seq);
         json_kv_string(w, "api", diff_string(d, b->api));
         const char *module = diff_string(d, b->module);
@@ -567,7 +559,7 @@ static void json_job(struct json_writer *w, const struct diff *d, int side,
         json_kv_int(w, "non_torch_increase_bytes", rk->non_torch_increase);
         json_kv_bool(w, "early_failure", g->early_failure);
         json_kv_bool(w, "fits", g->fits);
-        json_opt_int(w, "tokens", g->fits, g->tokens);
+        json_kv_opt_int(w, "tokens", g->fits, g->tokens);
         json_kv_string(w, "verdict", g->verdict);
     }
     json_object_end(w);

@@ -1,7 +1,8 @@
 /*
  * diff_report.h - `cutrace diff`'s two renderings of a finished diff
  * (diff_analysis.h): the text report (diff_text.c, with
- * diff_text_budget.c) and the JSON document (diff_json.c). They live next
+ * diff_text_budget.c), the JSON document (diff_json.c) and the CSV tables
+ * (diff_csv.c: milestones, allocations). They live next
  * to the analysis, not in out/ (which holds the formats every report
  * uses: tables, JSON, units) nor in cmd/ (one file per subcommand: the
  * options and the call), because their words are the diff's own.
@@ -15,5 +16,7 @@
 
 void diff_print_text(const struct diff *d, FILE *out);
 void diff_print_json(const struct diff *d, FILE *out);
+void diff_print_csv_milestones(const struct diff *d, FILE *out);
+void diff_print_csv_allocations(const struct diff *d, FILE *out);
 
 #endif

@@ -25,7 +25,7 @@ const char *diff_side_name(int side)
     return side == DIFF_A ? "A" : "B";
 }
 
-/* Prints a sentence wrapped at blanks to TABLE_MAX_WIDTH columns;
+/* Prints a sentence wrapped at blanks to table_width() columns;
  * continuation lines are indented 4 more. Trace text is made safe. */
 void diff_emit(FILE *out, size_t indent, const char *fmt, ...)
 {
@@ -41,7 +41,8 @@ void diff_emit(FILE *out, size_t indent, const char *fmt, ...)
     bool first = true;
     while (*p) {
         size_t ind = first ? indent : indent + 4;
-        size_t room = TABLE_MAX_WIDTH > ind + 20 ? TABLE_MAX_WIDTH - ind : 20;
+        size_t limit = table_width();
+        size_t room = limit > ind + 20 ? limit - ind : 20;
         /* the longest run of whole words that fits */
         size_t len = strlen(p), cut = 0;
         for (size_t i = 0; i <= len; i++) {

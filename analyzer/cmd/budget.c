@@ -1,5 +1,5 @@
 /*
- * cmd_budget.c - `cutrace budget DIR --framework sglang|vllm ...`: replays
+ * budget.c - `cutrace budget DIR --framework sglang|vllm ...`: replays
  * the KV-cache sizing an inference server did at startup (docs/budget.md),
  * from the cudaMemGetInfo answers its ranks got and the allocations around
  * them, and says what pushed it under.
@@ -12,6 +12,8 @@
  */
 #include "analysis/budget_analysis.h"
 #include "cli.h"
+#include "model/filter.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "model/trace.h"
@@ -27,7 +29,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace budget --framework sglang|vllm [options] [--json] DIR\n"
+    "usage: cutrace budget --framework sglang|vllm [options] DIR\n"
     "\n"
     "Replay how the inference server sized its KV cache at startup from the\n"
     "cudaMemGetInfo answers its ranks got (docs/budget.md): the measurements\n"
@@ -42,12 +44,33 @@ static const char usage[] =
     "  --pre SEQ --post SEQ          use these measurements (seqs in one rank's\n"
     "                                trace; other ranks use theirs of the same index)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
-    "  --json                        one JSON document with raw numbers\n"
-    "  -h, --help                    show this help\n"
-    "\n"
-    "exit status: 0 analysed (whatever the verdict), 1 bad input or no rank could\n"
-    "be analysed, 2 usage error\n";
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
+        CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "--rank, --pid, --host and --gpu list those ranks (and the jobs they are in);\n"
+    "a job's arithmetic stays over all its ranks.\n"
+    "Tables for --csv: ranks (one row per rank), jobs (one row per job).\n"
+    "\n" CLI_EXIT_HELP("the verdict of a job listed does not fit\n"
+                       "exit 0 when analysed, whatever the verdict; 1 also when no rank could be\n"
+                       "analysed");
+
+static const char *const csv_tables[] = {"ranks", "jobs", NULL};
+
+/* The ranks the filters list (NULL: every rank). The analysis is over every
+ * rank; this chooses only what is printed. */
+static const struct gm_filter *listed;
+
+static bool rank_listed(const struct budget_rank *rk)
+{
+    return !listed || gm_filter_proc(listed, rk->proc);
+}
+
+static bool job_listed(const struct budget_job *g)
+{
+    for (size_t k = 0; k < g->nranks; k++)
+        if (rank_listed(&g->ranks[k]))
+            return true;
+    return !listed || !listed->gpus_filtered;
+}
 
 /* ---- options ---- */
 
@@ -62,13 +85,15 @@ static bool parse_seq(const char *text, int64_t *out)
     return true;
 }
 
-static int parse_options(int argc, char **argv, struct budget_options *o)
+static int parse_options(int argc, char **argv, struct budget_options *o,
+                         struct cli_report_opts *rep)
 {
     static const struct option options[] = {
         BUDGET_LONG_OPTIONS,
         {"pre", required_argument, NULL, 'p'},
         {"post", required_argument, NULL, 'P'},
-        {"json", no_argument, NULL, 'j'},
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -76,8 +101,11 @@ static int parse_options(int argc, char **argv, struct budget_options *o)
     bool has_post = false;
     struct budget_option_state st;
     budget_options_init(o, &st);
+    cli_report_init(rep);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(rep, c, optarg))
+            continue;
         int taken = budget_option(cmd, c, optarg, o, &st);
         if (taken > 1)
             return taken;
@@ -94,9 +122,6 @@ static int parse_options(int argc, char **argv, struct budget_options *o)
                 return cli_usage_error(cmd, "--post %s: expected a sequence number", optarg);
             has_post = true;
             break;
-        case 'j':
-            o->json = true;
-            break;
         case 'h':
             return CLI_EXIT_OK;
         default:
@@ -106,6 +131,10 @@ static int parse_options(int argc, char **argv, struct budget_options *o)
     int finished = budget_options_finish(cmd, true, o, &st);
     if (finished != CLI_PARSED)
         return finished;
+    finished = cli_report_finish(rep, cmd, csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
+    o->json = rep->format == CLI_FORMAT_JSON;
     if (o->has_pre != has_post)
         return cli_usage_error(cmd, "--pre and --post go together");
     if (o->has_pre && o->pre_seq == o->post_seq)
@@ -230,6 +259,8 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
     char buf[UNITS_BUF];
     for (size_t k = 0; k < g->nranks; k++) {
         const struct budget_rank *rk = &g->ranks[k];
+        if (!rank_listed(rk))
+            continue;
         const struct gm_process *p = &m->procs[rk->proc];
         char *label = rank_label(p), *gpu = gpu_short(m, rk->gpu);
         table_cell(t, label);
@@ -256,12 +287,15 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
     table_free(t);
     uint32_t *procs = xcalloc(g->nranks ? g->nranks : 1, sizeof(*procs));
     char **texts = xcalloc(g->nranks ? g->nranks : 1, sizeof(*texts));
+    size_t n = 0;
     for (size_t k = 0; k < g->nranks; k++) {
-        procs[k] = g->ranks[k].proc;
-        texts[k] = xstrdup(g->ranks[k].analysed ? g->ranks[k].choice : g->ranks[k].problem);
+        if (!rank_listed(&g->ranks[k]))
+            continue;
+        procs[n] = g->ranks[k].proc;
+        texts[n++] = xstrdup(g->ranks[k].analysed ? g->ranks[k].choice : g->ranks[k].problem);
     }
-    print_rank_lines(out, m, procs, texts, g->nranks);
-    for (size_t k = 0; k < g->nranks; k++)
+    print_rank_lines(out, m, procs, texts, n);
+    for (size_t k = 0; k < n; k++)
         free(texts[k]);
     free(texts);
     free(procs);
@@ -387,7 +421,7 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
     fprintf(out, "\n  vLLM's arithmetic per rank (S0 = pre, S1 = post; U = %g):\n", o->util);
     for (size_t k = 0; k < g->nranks; k++) {
         const struct budget_rank *rk = &g->ranks[k];
-        if (!rk->analysed)
+        if (!rk->analysed || !rank_listed(rk))
             continue;
         char who[64];
         gm_process_name(who, sizeof(who), &r->m->procs[rk->proc]);
@@ -441,7 +475,8 @@ static void print_text(const struct budget_analysis *r, FILE *out)
             format_bytes(cell, sizeof(cell), (uint64_t)o->cell_size),
             format_bytes(burst, sizeof(burst), (uint64_t)o->burst_min));
     for (size_t i = 0; i < r->ngroups; i++)
-        print_group_text(r, &r->groups[i], i, out);
+        if (job_listed(&r->groups[i]))
+            print_group_text(r, &r->groups[i], i, out);
     if (r->ngroups == 0)
         fputs("\nno rank: no process made a weight burst with measurements around it\n", out);
     const struct gm_model *m = r->m;
@@ -597,7 +632,8 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
     json_key(w, "ranks");
     json_array_begin(w);
     for (size_t k = 0; k < g->nranks; k++)
-        json_rank(w, r, g, &g->ranks[k]);
+        if (rank_listed(&g->ranks[k]))
+            json_rank(w, r, g, &g->ranks[k]);
     json_array_end(w);
     bool any = g->analysed > 0;
     if (o->framework == BUDGET_SGLANG) {
@@ -684,7 +720,8 @@ static void print_json(const struct budget_analysis *r, FILE *out)
     json_key(&w, "jobs");
     json_array_begin(&w);
     for (size_t i = 0; i < r->ngroups; i++)
-        json_group(&w, r, &r->groups[i]);
+        if (job_listed(&r->groups[i]))
+            json_group(&w, r, &r->groups[i]);
     json_array_end(&w);
     json_kv_uint(&w, "ranks_analysed", r->analysed);
     json_key(&w, "notes");
@@ -698,10 +735,131 @@ static void print_json(const struct budget_analysis *r, FILE *out)
     json_finish(&w);
 }
 
+/* ---- CSV ---- */
+
+static void csv_job_key(struct csv_writer *w, size_t index, const struct budget_job *g)
+{
+    char hash[24];
+    snprintf(hash, sizeof(hash), "%016" PRIx64, g->hash);
+    csv_uint(w, index + 1);
+    csv_string(w, g->has_hash ? hash : NULL);
+}
+
+/* One row per rank listed: what it measured. */
+static void print_csv_ranks(const struct budget_analysis *r, FILE *out)
+{
+    static const char *const head[] = {"job",
+                                       "communicator",
+                                       "rank",
+                                       "pid",
+                                       "file",
+                                       "host",
+                                       "gpu",
+                                       "analysed",
+                                       "problem",
+                                       "pre_seq",
+                                       "pre_t_ns",
+                                       "pre_free_bytes",
+                                       "pre_total_bytes",
+                                       "post_seq",
+                                       "post_t_ns",
+                                       "post_free_bytes",
+                                       "post_total_bytes",
+                                       "weight_burst_bytes",
+                                       "weights_live_at_post_bytes"};
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    const struct gm_model *m = r->m;
+    for (size_t i = 0; i < r->ngroups; i++) {
+        const struct budget_job *g = &r->groups[i];
+        for (size_t k = 0; k < g->nranks; k++) {
+            const struct budget_rank *rk = &g->ranks[k];
+            if (!rank_listed(rk))
+                continue;
+            const struct gm_process *p = &m->procs[rk->proc];
+            csv_job_key(&w, i, g);
+            csv_opt_int(&w, p->has_rank, p->rank);
+            csv_int(&w, p->pid);
+            csv_string(&w, p->trace->file);
+            csv_string(&w, p->host);
+            csv_opt_int(&w, rk->gpu != GM_NONE, rk->gpu);
+            csv_int(&w, rk->analysed);
+            csv_string(&w, rk->analysed ? NULL : rk->problem);
+            if (rk->analysed) {
+                const struct gm_event *pre = &p->events[rk->pre], *post = &p->events[rk->post];
+                csv_int(&w, pre->seq);
+                csv_int(&w, pre->t_ns);
+                csv_int(&w, rk->pre_free);
+                csv_int(&w, rk->pre_total);
+                csv_int(&w, post->seq);
+                csv_int(&w, post->t_ns);
+                csv_int(&w, rk->post_free);
+                csv_int(&w, rk->post_total);
+                csv_opt_int(&w, rk->has_burst, rk->burst.bytes);
+                csv_int(&w, rk->weights_live);
+            } else {
+                for (int c = 0; c < 10; c++)
+                    csv_null(&w);
+            }
+            csv_end_row(&w);
+        }
+    }
+}
+
+/* One row per job listed: the server's verdict. */
+static void print_csv_jobs(const struct budget_analysis *r, FILE *out)
+{
+    static const char *const head[] = {
+        "job",    "communicator", "nranks",   "ranks_traced",  "ranks_analysed",    "fits",
+        "tokens", "verdict",      "rest_gib", "f_min_rounded", "available_kv_bytes"};
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    bool sglang = r->o->framework == BUDGET_SGLANG;
+    for (size_t i = 0; i < r->ngroups; i++) {
+        const struct budget_job *g = &r->groups[i];
+        if (!job_listed(g))
+            continue;
+        bool any = g->analysed > 0;
+        csv_job_key(&w, i, g);
+        csv_opt_int(&w, g->has_hash, g->world);
+        csv_uint(&w, g->nranks);
+        csv_uint(&w, g->analysed);
+        if (any) {
+            csv_int(&w, g->fits);
+            csv_int(&w, g->tokens);
+            csv_string(&w, g->verdict);
+        } else {
+            csv_null(&w);
+            csv_null(&w);
+            csv_null(&w);
+        }
+        if (any && sglang)
+            csv_double(&w, g->rest);
+        else
+            csv_null(&w);
+        if (any && sglang && g->has_f_min)
+            csv_double(&w, g->f_min_rounded);
+        else
+            csv_null(&w);
+        csv_opt_int(&w, any && !sglang, g->available);
+        csv_end_row(&w);
+    }
+}
+
+/* --fail-on-problem: a job listed whose verdict does not fit. */
+static bool found_problem(const struct budget_analysis *r)
+{
+    for (size_t i = 0; i < r->ngroups; i++)
+        if (job_listed(&r->groups[i]) && r->groups[i].analysed > 0 && !r->groups[i].fits)
+            return true;
+    return false;
+}
+
 int cmd_budget(int argc, char **argv)
 {
     struct budget_options o;
-    int parsed = parse_options(argc, argv, &o);
+    struct cli_report_opts rep;
+    int parsed = parse_options(argc, argv, &o, &rep);
     if (parsed != CLI_PARSED)
         return parsed;
     struct trace_set set;
@@ -713,16 +871,24 @@ int cmd_budget(int argc, char **argv)
         return CLI_EXIT_BAD_INPUT;
     }
     struct budget_analysis r = {.m = &m, .o = &o};
-    int status = CLI_EXIT_OK;
+    struct gm_filter f;
+    int status = gm_filter_init(&f, &m, &rep, "budget");
+    listed = &f;
     budget_values_from_cmdlines(&r);
-    if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
+    if (status != CLI_EXIT_OK) {
+        /* the filter's usage error is said */
+    } else if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
         status = cli_usage_error(argv[0], "--mem-fraction-static F is required for sglang "
                                           "(no traced command line says it)");
     } else if (budget_analyse(&r) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {
-        if (o.json)
+        if (rep.format == CLI_FORMAT_JSON)
             print_json(&r, stdout);
+        else if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 1)
+            print_csv_jobs(&r, stdout);
+        else if (rep.format == CLI_FORMAT_CSV)
+            print_csv_ranks(&r, stdout);
         else
             print_text(&r, stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -731,8 +897,12 @@ int cmd_budget(int argc, char **argv)
         } else if (r.analysed == 0) {
             cli_error(o.path, "no rank could be analysed (see the report)");
             status = CLI_EXIT_BAD_INPUT;
+        } else if (rep.fail_on_problem && found_problem(&r)) {
+            status = CLI_EXIT_PROBLEM;
         }
     }
+    listed = NULL;
+    gm_filter_free(&f);
     budget_analysis_free(&r);
     gm_free(&m);
     trace_set_close(&set);

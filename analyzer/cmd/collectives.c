@@ -1,5 +1,5 @@
 /*
- * cmd/collectives.c - `cutrace collectives DIR [--json]`: the options and
+ * collectives.c - `cutrace collectives DIR [--json]`: the options and
  * the two renderings (text tables, one JSON document) of the report that
  * analysis/collectives.c builds from the run model: the NCCL communicators
  * of every traced process joined into groups by communicator, each with its

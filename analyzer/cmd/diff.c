@@ -1,8 +1,8 @@
 /*
- * cmd_diff.c - `cutrace diff BASELINE OTHER [--json]`: what the second run
+ * diff.c - `cutrace diff BASELINE OTHER [--json|--csv]`: what the second run
  * does differently from the first and what it costs, aligned by phase, not
  * by wall time. This file is the options and the call: the comparison is
- * diff_analysis.h's, its text and JSON diff_report.h's.
+ * diff_analysis.h's, its text, JSON and CSV diff_report.h's.
  *
  * The text report reads like `heaptrack_print --diff`: a short summary
  * first (the verdict, the first milestone that diverges, what each phase
@@ -31,7 +31,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace diff [options] [--json] BASELINE_DIR OTHER_DIR\n"
+    "usage: cutrace diff [options] BASELINE_DIR OTHER_DIR\n"
     "\n"
     "What the other run does differently from the baseline, and what it costs.\n"
     "GPUs are paired by NCCL rank (else device ordinal, else uuid); their\n"
@@ -49,12 +49,14 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
-    "  --json                        one JSON document with raw numbers\n"
-    "  -h, --help                    show this help\n"
-    "\n"
-    "exit status: 0 compared (whether or not the runs differ), 1 unreadable or\n"
-    "invalid trace, 2 usage error\n";
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FORMAT_HELP
+        CLI_HELP_HELP "\n"
+    "Tables for --csv: milestones (one row per aligned milestone of each GPU pair),\n"
+    "allocations (one row per allocation group that differs).\n"
+    "\n" CLI_EXIT_HELP("a milestone diverges past --threshold\n"
+                       "exit 0 when compared, whether or not the runs differ");
+
+static const char *const csv_tables[] = {"milestones", "allocations", NULL};
 
 /* ---- options ---- */
 
@@ -67,13 +69,11 @@ static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
     return true;
 }
 
-static int parse_options(int argc, char **argv, struct diff_options *o)
+static int parse_options(int argc, char **argv, struct diff_options *o, struct cli_report_opts *rep)
 {
     static const struct option options[] = {
-        BUDGET_LONG_OPTIONS,
-        {"threshold", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
+        BUDGET_LONG_OPTIONS, {"threshold", required_argument, NULL, 't'},
+        CLI_FORMAT_OPTIONS,  {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = argv[0];
@@ -81,8 +81,11 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
     struct budget_options *b = &o->budget_options;
     struct budget_option_state st;
     budget_options_init(b, &st);
+    cli_report_init(rep);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(rep, c, optarg))
+            continue;
         int taken = budget_option(cmd, c, optarg, b, &st);
         if (taken > 1)
             return taken;
@@ -93,9 +96,6 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
             if (!parse_bytes_opt(optarg, &o->threshold, false))
                 return cli_usage_error(cmd, "--threshold %s: expected a size in bytes", optarg);
             break;
-        case 'j':
-            o->json = true;
-            break;
         case 'h':
             return CLI_EXIT_OK;
         default:
@@ -105,6 +105,10 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
     int finished = budget_options_finish(cmd, false, b, &st);
     if (finished != CLI_PARSED)
         return finished;
+    finished = cli_report_finish(rep, cmd, csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
+    o->json = rep->format == CLI_FORMAT_JSON;
     o->budget = st.framework != NULL;
     b->json = o->json;
     if (argc - optind < 2)
@@ -121,19 +125,26 @@ static int parse_options(int argc, char **argv, struct diff_options *o)
 int cmd_diff(int argc, char **argv)
 {
     struct diff_options o;
-    int parsed = parse_options(argc, argv, &o);
+    struct cli_report_opts rep;
+    int parsed = parse_options(argc, argv, &o, &rep);
     if (parsed != CLI_PARSED)
         return parsed;
     struct diff d;
     int status = diff_run_all(&d, &o);
     if (status == 0) {
-        if (o.json)
+        if (rep.format == CLI_FORMAT_JSON)
             diff_print_json(&d, stdout);
+        else if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 1)
+            diff_print_csv_allocations(&d, stdout);
+        else if (rep.format == CLI_FORMAT_CSV)
+            diff_print_csv_milestones(&d, stdout);
         else
             diff_print_text(&d, stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             cli_error(NULL, "cannot write the report to standard output");
             status = CLI_EXIT_BAD_INPUT;
+        } else if (rep.fail_on_problem && d.first_div_row >= 0) {
+            status = CLI_EXIT_PROBLEM; /* a milestone diverges past --threshold */
         }
     }
     diff_free(&d);

@@ -1,5 +1,5 @@
 /*
- * cmd_recover.c - `cutrace recover DIR|FILE.db [--json]`: folds the crash
+ * recover.c - `cutrace recover DIR|FILE.db [--json]`: folds the crash
  * buffers (.ring files) that killed processes left beside their traces into
  * those traces, and says what it did for each (recover.h does the work).
  *
@@ -11,6 +11,7 @@
  * could not (it fails loudly where a report only warns).
  */
 #include "cli.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "recover/leftovers.h"
 #include "recover/recover.h"
@@ -27,7 +28,7 @@
 #define TEXT_MAX_COLUMNS 300 /* longer than any name or message of a ring */
 
 static const char usage[] =
-    "usage: cutrace recover [--json] DIR|FILE.db\n"
+    "usage: cutrace recover [options] DIR|FILE.db\n"
     "\n"
     "Fold the crash buffers of killed processes into their traces: for every\n"
     "*.ring file in DIR (or the ring beside FILE.db), add the records that had\n"
@@ -39,12 +40,22 @@ static const char usage[] =
     "once its process is gone. Running it again is a no-op. Reports (cutrace\n"
     "summary) do the same by themselves before reading.\n"
     "\n"
-    "options:\n"
-    "  --json      one JSON document with every number\n"
-    "  -h, --help  show this help\n"
-    "\n"
-    "exit status: 0 every ring folded or skipped as live, 1 a ring or trace\n"
-    "could not be used or written, or a leftover not removed, 2 usage error\n";
+    "options:\n" CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "Tables for --csv: rings (one row per ring), leftovers (one row per file cleaned).\n"
+    "\n" CLI_EXIT_HELP("a ring was folded or a trace marked killed: a\n"
+                       "     process of the run died without closing its trace\n"
+                       "exit 0 also means every ring was folded or skipped as live; 1 also a ring\n"
+                       "or trace that could not be written, or a leftover not removed");
+
+static const char *const csv_tables[] = {"rings", "leftovers", NULL};
+
+/* How the rings and leftovers are reported: text, JSON, or a CSV table. */
+struct output {
+    enum cli_format format;
+    size_t csv_table; /* 0 rings, 1 leftovers */
+    struct json_writer json;
+    struct csv_writer csv;
+};
 
 static const char *base_name(const char *path)
 {
@@ -119,14 +130,6 @@ static void print_text(const struct recover_result *r)
     }
 }
 
-static void json_opt_int(struct json_writer *w, const char *key, bool present, int64_t value)
-{
-    if (present)
-        json_kv_int(w, key, value);
-    else
-        json_kv_null(w, key);
-}
-
 static void print_json_ring(struct json_writer *w, const struct recover_result *r)
 {
     bool folded = r->status == RECOVER_FOLDED;
@@ -140,22 +143,22 @@ static void print_json_ring(struct json_writer *w, const struct recover_result *
         json_kv_string(w, "error_file", r->error_path);
     else
         json_kv_null(w, "error_file");
-    json_opt_int(w, "pid", r->pid > 0, r->pid);
-    json_opt_int(w, "start_wall_ns", r->has_header, (int64_t)r->start_wall_ns);
-    json_opt_int(w, "start_mono_ns", r->has_header, (int64_t)r->start_mono_ns);
+    json_kv_opt_int(w, "pid", r->pid > 0, r->pid);
+    json_kv_opt_int(w, "start_wall_ns", r->has_header, (int64_t)r->start_wall_ns);
+    json_kv_opt_int(w, "start_mono_ns", r->has_header, (int64_t)r->start_mono_ns);
     json_kv_string(w, "boot_id", r->boot_id);
     if (folded)
         json_kv_bool(w, "created_db", r->created_db);
     else
         json_kv_null(w, "created_db");
-    json_opt_int(w, "ring_records", folded, (int64_t)r->ring_records);
-    json_opt_int(w, "new_records", folded, r->new_records);
-    json_opt_int(w, "already_in_trace", folded, (int64_t)r->ring_records - r->new_records);
-    json_opt_int(w, "recovered_records", folded, r->recovered_total);
+    json_kv_opt_int(w, "ring_records", folded, (int64_t)r->ring_records);
+    json_kv_opt_int(w, "new_records", folded, r->new_records);
+    json_kv_opt_int(w, "already_in_trace", folded, (int64_t)r->ring_records - r->new_records);
+    json_kv_opt_int(w, "recovered_records", folded, r->recovered_total);
     json_kv_string(w, "end_state_before", folded ? r->end_state_before : NULL);
     json_kv_string(w, "end_state", folded ? r->end_state : NULL);
     json_kv_string(w, "writer_error", r->writer_error);
-    json_opt_int(w, "writer_stopped_after", r->writer_error != NULL, r->writer_stopped_after);
+    json_kv_opt_int(w, "writer_stopped_after", r->writer_error != NULL, r->writer_stopped_after);
     json_kv_bool(w, "ring_deleted", folded && !r->unlink_error);
     json_object_end(w);
 }
@@ -246,7 +249,7 @@ static void print_leftover_json(struct json_writer *w, const struct leftover *l)
     json_kv_string(w, "kind", leftover_kind_key(l->kind));
     json_kv_string(w, "status", leftover_status_key(l));
     json_kv_string(w, "error", l->status == LEFTOVER_FAILED ? l->error : NULL);
-    json_opt_int(w, "pid", l->pid > 0, l->pid);
+    json_kv_opt_int(w, "pid", l->pid > 0, l->pid);
     json_kv_string(w, "host", l->host);
     json_kv_string(w, "why_gone", l->why);
     json_kv_string(w, "side_files_removed", cleaned && l->side_files[0] ? l->side_files : NULL);
@@ -258,13 +261,50 @@ static void print_leftover_json(struct json_writer *w, const struct leftover *l)
 
 /* Cleans every leftover of path, reporting each; returns how many were
  * reported, and sets *failures to how many could not be cleaned. */
-static size_t recover_leftovers(const char *path, bool json, struct json_writer *w,
-                                size_t *failures)
+static void print_leftover_csv(struct csv_writer *w, const struct leftover *l)
+{
+    bool marked = l->status == LEFTOVER_CLEANED && l->kind == LEFTOVER_TRACE;
+    csv_string(w, base_name(l->path));
+    csv_string(w, leftover_kind_key(l->kind));
+    csv_string(w, leftover_status_key(l));
+    csv_opt_int(w, l->pid > 0, l->pid);
+    csv_string(w, marked ? "killed" : NULL);
+    csv_string(w, l->status == LEFTOVER_FAILED ? l->error : NULL);
+    csv_end_row(w);
+}
+
+static void print_ring_csv(struct csv_writer *w, const struct recover_result *r)
+{
+    bool folded = r->status == RECOVER_FOLDED;
+    bool failed = r->status == RECOVER_BAD || r->status == RECOVER_NOT_FOLDED;
+    csv_string(w, base_name(r->ring_path));
+    csv_string(w, r->db_path ? base_name(r->db_path) : NULL);
+    csv_string(w, status_key(r->status));
+    csv_opt_int(w, r->pid > 0, r->pid);
+    if (folded) {
+        csv_uint(w, r->ring_records);
+        csv_int(w, r->new_records);
+        csv_string(w, r->end_state);
+    } else {
+        csv_null(w);
+        csv_null(w);
+        csv_null(w);
+    }
+    csv_string(w, failed ? r->error : NULL);
+    csv_end_row(w);
+}
+
+/* Cleans every leftover of path, reporting each; returns how many were
+ * reported, and sets *failures to how many could not be cleaned and
+ * *marked to how many traces were marked killed. */
+static size_t recover_leftovers(const char *path, struct output *o, size_t *failures,
+                                size_t *marked)
 {
     struct leftover *items;
     size_t count, reported = 0;
     char err[256];
     *failures = 0;
+    *marked = 0;
     if (leftovers_find(path, &items, &count, err, sizeof(err)) != 0) {
         cli_error(path, "%s", err);
         (*failures)++;
@@ -283,9 +323,13 @@ static size_t recover_leftovers(const char *path, bool json, struct json_writer 
             else
                 cli_error(l->path, "%s", l->error);
         }
-        if (json)
-            print_leftover_json(w, l);
-        else
+        if (l->status == LEFTOVER_CLEANED && l->kind == LEFTOVER_TRACE)
+            (*marked)++;
+        if (o->format == CLI_FORMAT_JSON)
+            print_leftover_json(&o->json, l);
+        else if (o->format == CLI_FORMAT_CSV && o->csv_table == 1)
+            print_leftover_csv(&o->csv, l);
+        else if (o->format == CLI_FORMAT_TEXT)
             print_leftover_text(l);
     }
     leftovers_free(items, count);
@@ -323,12 +367,30 @@ static bool report_failure(const struct recover_result *r)
 
 int cmd_recover(int argc, char **argv)
 {
-    struct cli_report_args args;
-    int parsed = cli_report_args(argc, argv, usage, "trace directory or file", &args);
-    if (parsed != CLI_PARSED)
-        return parsed;
-    bool json = args.json;
-    const char *path = args.path;
+    static const struct option options[] = {
+        CLI_FORMAT_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cli_report_opts rep;
+    cli_report_init(&rep);
+    int c;
+    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(&rep, c, optarg))
+            continue;
+        return c == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    if (optind >= argc)
+        return cli_usage_error(argv[0], "missing trace directory or file");
+    if (argc - optind > 1)
+        return cli_usage_error(argv[0], "one trace directory or file expected, got %d arguments",
+                               argc - optind);
+    int finished = cli_report_finish(&rep, argv[0], csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
+    const char *path = argv[optind];
+    bool json = rep.format == CLI_FORMAT_JSON;
+    struct output out = {.format = rep.format, .csv_table = rep.csv_table};
 
     struct stat st;
     bool exists = stat(path, &st) == 0;
@@ -359,15 +421,24 @@ int cmd_recover(int argc, char **argv)
     }
 
     int status = CLI_EXIT_OK;
-    struct json_writer w;
+    struct json_writer *w = &out.json;
+    static const char *const ring_head[] = {"ring",         "db",          "status",    "pid",
+                                            "ring_records", "new_records", "end_state", "error"};
+    static const char *const leftover_head[] = {"file", "kind",      "status",
+                                                "pid",  "end_state", "error"};
+    if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 0)
+        csv_begin(&out.csv, stdout, ring_head, sizeof(ring_head) / sizeof(ring_head[0]));
+    else if (rep.format == CLI_FORMAT_CSV)
+        csv_begin(&out.csv, stdout, leftover_head,
+                  sizeof(leftover_head) / sizeof(leftover_head[0]));
     if (json) {
-        json_init(&w, stdout);
-        json_object_begin(&w);
-        json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
-        json_kv_string(&w, "report", "recover");
-        json_kv_string(&w, "path", path);
-        json_key(&w, "rings");
-        json_array_begin(&w);
+        json_init(w, stdout);
+        json_object_begin(w);
+        json_kv_string(w, "cutrace_version", CUTRACE_VERSION);
+        json_kv_string(w, "report", "recover");
+        json_kv_string(w, "path", path);
+        json_key(w, "rings");
+        json_array_begin(w);
     }
     int64_t folded = 0, live = 0, failed = 0, new_records = 0;
     for (size_t i = 0; i < count; i++) {
@@ -384,35 +455,39 @@ int cmd_recover(int argc, char **argv)
             live++;
         }
         if (json)
-            print_json_ring(&w, &r);
-        else
+            print_json_ring(w, &r);
+        else if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 0)
+            print_ring_csv(&out.csv, &r);
+        else if (rep.format == CLI_FORMAT_TEXT)
             print_text(&r);
         recover_result_free(&r);
     }
     recover_free_rings(rings, count);
     if (json) {
-        json_array_end(&w);
-        json_key(&w, "leftovers");
-        json_array_begin(&w);
+        json_array_end(w);
+        json_key(w, "leftovers");
+        json_array_begin(w);
     }
-    size_t leftover_failures;
-    size_t leftovers = recover_leftovers(path, json, &w, &leftover_failures);
+    size_t leftover_failures, marked;
+    size_t leftovers = recover_leftovers(path, &out, &leftover_failures, &marked);
     if (leftover_failures)
         status = CLI_EXIT_BAD_INPUT;
-    if (!json && count == 0 && leftovers == 0)
+    else if (status == CLI_EXIT_OK && rep.fail_on_problem && (folded > 0 || marked > 0))
+        status = CLI_EXIT_PROBLEM;
+    if (rep.format == CLI_FORMAT_TEXT && count == 0 && leftovers == 0)
         printf("nothing to recover in %s (no .ring files)\n", path);
     if (json) {
-        json_array_end(&w);
-        json_key(&w, "totals");
-        json_object_begin(&w);
-        json_kv_uint(&w, "rings", count);
-        json_kv_int(&w, "recovered", folded);
-        json_kv_int(&w, "live", live);
-        json_kv_int(&w, "failed", failed);
-        json_kv_int(&w, "new_records", new_records);
-        json_object_end(&w);
-        json_object_end(&w);
-        json_finish(&w);
+        json_array_end(w);
+        json_key(w, "totals");
+        json_object_begin(w);
+        json_kv_uint(w, "rings", count);
+        json_kv_int(w, "recovered", folded);
+        json_kv_int(w, "live", live);
+        json_kv_int(w, "failed", failed);
+        json_kv_int(w, "new_records", new_records);
+        json_object_end(w);
+        json_object_end(w);
+        json_finish(w);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_error(NULL, "cannot write the report to standard output");

@@ -1,5 +1,5 @@
 /*
- * cmd_run.c - `cutrace run [-o DIR] [--] CMD ARGS...`: run a program with
+ * run.c - `cutrace run [-o DIR] [--] CMD ARGS...`: run a program with
  * libcutrace.so preloaded and its traces written to DIR.
  *
  * It behaves like the program itself as far as a shell or a supervisor can

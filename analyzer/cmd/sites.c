@@ -1,5 +1,5 @@
 /*
- * cmd_sites.c - `cutrace sites DIR [--gpu UUID|INDEX] [--at MOMENT]
+ * sites.c - `cutrace sites DIR [--gpu UUID|INDEX] [--at MOMENT]
  * [--top N] [--json | --folded]`: per physical GPU, the GPU memory live at
  * one moment (its peak by default) grouped by the call site that allocated
  * it: the innermost Python frame where the stack has Python frames
@@ -18,6 +18,8 @@
 #include "cli.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
+#include "model/filter.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "symbols/stacks.h"
 #include "out/table.h"
@@ -26,6 +28,7 @@
 #include "out/units.h"
 
 #include <ctype.h>
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,7 +39,7 @@
 #define DEFAULT_TOP 20
 
 static const char usage[] =
-    "usage: cutrace sites [--gpu UUID|INDEX] [--at MOMENT] [--top N] [--json | --folded] DIR\n"
+    "usage: cutrace sites [options] [--at MOMENT] [--top N] [--json | --csv | --folded] DIR\n"
     "\n"
     "Per physical GPU, the GPU memory live at one moment grouped by the call\n"
     "site that allocated it: the innermost Python frame of its stack where\n"
@@ -45,16 +48,19 @@ static const char usage[] =
     "ctypes, libpython). Native frames are named from the modules' symbol\n"
     "tables now, offline; a note says why a site stayed module+0xOFFSET.\n"
     "\n"
-    "options:\n"
-    "  --gpu UUID|INDEX  only this GPU: a uuid prefix, or its index in the report\n"
-    "  --at MOMENT       the moment (default: peak):\n" MOMENT_HELP
-    "  --top N           the N largest sites (default 20, 0 for all); the rest is one line\n"
-    "  --json            one JSON document with raw numbers and each site's stack\n"
+    "options:\n" CLI_FILTER_HELP "  --at MOMENT       the moment (default: peak):\n" MOMENT_HELP
+    "  --top N           the N largest sites (default 20, 0 for all); the rest is one "
+    "line\n" CLI_FORMAT_HELP
     "  --folded          folded stacks (flamegraph.pl, speedscope) weighted by bytes,\n"
-    "                    rooted at gpuINDEX;pid PID and ending in the API called\n"
-    "  -h, --help        show this help\n"
+    "                    rooted at gpuINDEX;pid PID and ending in the API called\n" CLI_HELP_HELP
     "\n"
-    "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
+    "--rank, --pid and --host count only those processes' allocations; the moment\n"
+    "stays the GPU's. --json and --csv list the sites the text lists (--top).\n"
+    "Tables for --csv: sites (one row per site of each GPU).\n"
+    "\n" CLI_EXIT_HELP("GPU memory live at the moment without a call stack\n"
+                       "     (site \"(no stack)\")");
+
+static const char *const csv_tables[] = {"sites", NULL};
 
 /* ---- the moment (milestones.h) ---- */
 
@@ -117,6 +123,7 @@ struct site {
 /* Stacks per process, loaded when first needed. */
 struct run {
     const struct gm_model *m;
+    const struct gm_filter *only; /* the processes whose allocations count */
     struct symbolizer *sym;
     struct stack_set *stacks; /* per model process */
     bool *loaded;
@@ -207,6 +214,8 @@ static int collect(struct run *r, struct gpu_sites *gs)
         uint32_t proc = g->procs[k];
         const struct gm_process *p = &m->procs[proc];
         const struct stack_set *ss = NULL;
+        if (!gm_filter_proc(r->only, proc))
+            continue;
         for (size_t i = 0; i < p->nallocs; i++) {
             const struct gm_alloc *a = &p->allocs[i];
             if (!is_live_gpu_alloc(p, a, gs->gpu, gs->at.pos))
@@ -519,6 +528,8 @@ static int print_folded(struct run *r, struct gpu_sites *gpus, size_t n, FILE *o
             uint32_t proc = g->procs[k];
             const struct gm_process *p = &m->procs[proc];
             const struct stack_set *ss = NULL;
+            if (!gm_filter_proc(r->only, proc))
+                continue;
             for (size_t a = 0; a < p->nallocs; a++) {
                 const struct gm_alloc *al = &p->allocs[a];
                 if (!is_live_gpu_alloc(p, al, gs->gpu, gs->at.pos) || al->size <= 0)
@@ -552,10 +563,58 @@ static int print_folded(struct run *r, struct gpu_sites *gpus, size_t n, FILE *o
     return 0;
 }
 
+/* ---- CSV: one row per site listed ---- */
+
+static void print_csv(const struct gm_model *m, struct gpu_sites *gpus, size_t n, size_t top,
+                      FILE *out)
+{
+    static const char *const head[] = {
+        "gpu",       "gpu_uuid",      "site",          "kind",
+        "bytes",     "allocations",   "nccl_bytes",    "ipc_exported_bytes",
+        "vmm_bytes", "runtime_bytes", "managed_bytes", "pids"};
+    static_assert(GM_GPU_CATEGORIES == 5, "one CSV column per GPU category");
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    for (size_t i = 0; i < n; i++) {
+        const struct gpu_sites *gs = &gpus[i];
+        size_t shown = top && top < gs->nsites ? top : gs->nsites;
+        for (size_t k = 0; k < shown; k++) {
+            const struct site *s = &gs->sites[k];
+            csv_uint(&w, gs->gpu);
+            csv_string(&w, m->gpus[gs->gpu].uuid);
+            csv_string(&w, s->name);
+            csv_string(&w, kind_key(s->kind));
+            csv_int(&w, s->bytes);
+            csv_int(&w, s->count);
+            for (int c = 0; c < GM_GPU_CATEGORIES; c++)
+                csv_int(&w, s->by_category[c]);
+            char *pids = xstrdup("");
+            for (size_t q = 0; q < s->npids; q++) {
+                char *next = xasprintf("%s%s%" PRId64, pids, q ? " " : "", s->pids[q]);
+                free(pids);
+                pids = next;
+            }
+            csv_string(&w, pids);
+            free(pids);
+            csv_end_row(&w);
+        }
+    }
+}
+
+/* --fail-on-problem: live GPU memory at the moment that no call stack explains. */
+static bool found_problem(const struct gpu_sites *gpus, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < gpus[i].nsites; k++)
+            if (gpus[i].sites[k].kind == SITE_NONE && gpus[i].sites[k].bytes > 0)
+                return true;
+    return false;
+}
+
 /* ---- the command ---- */
 
-static int report(const char *path, const char *gpu_arg, const struct moment_spec *at, size_t top,
-                  bool json, bool folded)
+static int report(const char *path, const struct cli_report_opts *o, const struct moment_spec *at,
+                  size_t top, bool folded)
 {
     struct trace_set set;
     if (trace_set_open(&set, path) != 0)
@@ -565,20 +624,21 @@ static int report(const char *path, const char *gpu_arg, const struct moment_spe
         trace_set_close(&set);
         return CLI_EXIT_BAD_INPUT;
     }
-    int status = CLI_EXIT_OK;
-    int64_t only = -1;
-    if (gpu_arg && (only = gm_select_gpu(&m, gpu_arg, "sites")) < 0)
-        status = CLI_EXIT_USAGE;
+    struct gm_filter filter;
+    int status = gm_filter_init(&filter, &m, o, "sites");
+    int64_t only = filter.gpu;
     if (status == CLI_EXIT_OK)
         status = check_seq(&m, at, only);
-    struct run r = {.m = &m, .sym = symbolizer_new()};
+    struct run r = {.m = &m, .only = &filter, .sym = symbolizer_new()};
     r.stacks = xcalloc(m.nprocs ? m.nprocs : 1, sizeof(*r.stacks));
     r.loaded = xcalloc(m.nprocs ? m.nprocs : 1, sizeof(*r.loaded));
-    size_t n = only >= 0 ? 1 : m.ngpus;
-    struct gpu_sites *gpus = xcalloc(n ? n : 1, sizeof(*gpus));
+    size_t n = 0;
+    struct gpu_sites *gpus = xcalloc(m.ngpus ? m.ngpus : 1, sizeof(*gpus));
+    for (size_t i = 0; status == CLI_EXIT_OK && i < m.ngpus; i++)
+        if (gm_filter_gpu(&filter, (uint32_t)i))
+            gpus[n++].gpu = (uint32_t)i;
     size_t with_moment = 0;
     for (size_t i = 0; status == CLI_EXIT_OK && i < n; i++) {
-        gpus[i].gpu = only >= 0 ? (uint32_t)only : (uint32_t)i;
         if (moment_find(&m, gpus[i].gpu, at, &gpus[i].at)) {
             with_moment++;
             if (!folded && collect(&r, &gpus[i]) != 0)
@@ -592,10 +652,14 @@ static int report(const char *path, const char *gpu_arg, const struct moment_spe
     if (status == CLI_EXIT_OK) {
         if (folded)
             status = print_folded(&r, gpus, n, stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
-        else if (json)
+        else if (o->format == CLI_FORMAT_JSON)
             print_json(&m, path, at, &r, gpus, n, top, stdout);
+        else if (o->format == CLI_FORMAT_CSV)
+            print_csv(&m, gpus, n, top, stdout);
         else
             print_text(&m, at, &r, gpus, n, top, stdout);
+        if (status == CLI_EXIT_OK && o->fail_on_problem && !folded && found_problem(gpus, n))
+            status = CLI_EXIT_PROBLEM;
         if (status == CLI_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout))) {
             cli_error(NULL, "cannot write the report to standard output");
             status = CLI_EXIT_BAD_INPUT;
@@ -610,6 +674,7 @@ static int report(const char *path, const char *gpu_arg, const struct moment_spe
         free(gpus[i].sites);
     }
     free(gpus);
+    gm_filter_free(&filter);
     for (size_t i = 0; i < r.nnotes; i++)
         free(r.notes[i]);
     free(r.notes);
@@ -638,23 +703,24 @@ static int report(const char *path, const char *gpu_arg, const struct moment_spe
 int cmd_sites(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"gpu", required_argument, NULL, 'g'},
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
         {"at", required_argument, NULL, 'a'},
         {"top", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},
         {"folded", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, folded = false;
-    const char *gpu_arg = NULL, *at_arg = "peak";
+    bool folded = false;
+    const char *at_arg = "peak";
     int64_t top = DEFAULT_TOP;
+    struct cli_report_opts o;
+    cli_report_init(&o);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(&o, c, optarg))
+            continue;
         switch (c) {
-        case 'g':
-            gpu_arg = optarg;
-            break;
         case 'a':
             at_arg = optarg;
             break;
@@ -666,9 +732,6 @@ int cmd_sites(int argc, char **argv)
                 return cli_usage_error(argv[0], "--top %s: expected a count (0 for all)", optarg);
             break;
         }
-        case 'j':
-            json = true;
-            break;
         case 'f':
             folded = true;
             break;
@@ -683,13 +746,16 @@ int cmd_sites(int argc, char **argv)
     if (argc - optind > 1)
         return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
                                argc - optind);
-    if (json && folded)
+    if (o.json_given && folded)
         return cli_usage_error(argv[0], "--json and --folded exclude each other");
-    if (gpu_arg && !gpu_arg[0])
-        return cli_usage_error(argv[0], "--gpu needs a uuid prefix or an index");
+    if (o.csv_given && folded)
+        return cli_usage_error(argv[0], "--csv and --folded exclude each other");
+    int finished = cli_report_finish(&o, argv[0], csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
     struct moment_spec at;
     const char *why;
     if (!moment_parse(at_arg, &at, &why))
         return cli_usage_error(argv[0], "--at %s: %s", at_arg, why);
-    return report(argv[optind], gpu_arg, &at, (size_t)top, json, folded);
+    return report(argv[optind], &o, &at, (size_t)top, folded);
 }

@@ -1,5 +1,5 @@
 /*
- * cmd_summary.c - `cutrace summary DIR [--json]`: per process and per GPU,
+ * summary.c - `cutrace summary DIR [--json]`: per process and per GPU,
  * what was called (the program's own calls apart from those the CUDA and
  * NCCL libraries made inside them, driver entry-point lookups in one line),
  * what was allocated and freed by kind of memory, the peak, what was still

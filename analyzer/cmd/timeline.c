@@ -1,5 +1,5 @@
 /*
- * cmd_timeline.c - `cutrace timeline DIR [--gpu UUID|INDEX] [--json]`: per
+ * timeline.c - `cutrace timeline DIR [--gpu UUID|INDEX] [--json]`: per
  * physical GPU, one row at each milestone of every process using it, with
  * the live bytes per category (docs/budget.md) at that moment and, at each
  * cudaMemGetInfo, what the GPU said was free and how much of the used
@@ -28,8 +28,11 @@
 #include "replay/budget.h"
 #include "cli.h"
 #include "model/errnames.h"
+#include "analysis/timeline.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
+#include "out/csv.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "model/trace.h"
@@ -44,15 +47,12 @@
 #include <string.h>
 #include <strings.h>
 
-#define BURST_MIN_COUNT  16
-#define BURST_MIN_BYTES  (256ll << 20)
-#define FREE_BURST_MIN   8
 #define TEXT_FAILED_ROWS 50
 #define MILESTONE_MIN_W  30
 #define COLUMN_W         10
 
 static const char usage[] =
-    "usage: cutrace timeline [--gpu UUID|INDEX] [--json] DIR\n"
+    "usage: cutrace timeline [options] DIR\n"
     "\n"
     "Per physical GPU, every process's milestones in time order (first call,\n"
     "NCCL inits, IPC setup, cudaMemGetInfo, weight and other allocation bursts,\n"
@@ -61,306 +61,13 @@ static const char usage[] =
     "managed; peer and host apart) and, at each cudaMemGetInfo, free, used and\n"
     "the memory the traces do not explain.\n"
     "\n"
-    "options:\n"
-    "  --gpu UUID|INDEX  only this GPU: a uuid prefix, or its index in the report\n"
-    "  --json            one JSON document with raw numbers (bytes, nanoseconds)\n"
-    "  -h, --help        show this help\n"
-    "\n"
-    "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
+    "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "Filters list the processes' milestones; live bytes stay the whole GPU's.\n"
+    "Tables for --csv: milestones (one row per milestone).\n"
+    "\n" CLI_EXIT_HELP("a failed call, or a free of memory never allocated or\n"
+                       "     already freed, among the processes listed");
 
-struct row {
-    enum ms_kind kind;
-    uint32_t proc, event;
-    uint64_t pos;
-    int order; /* within one event: burst begins, the event, burst ends */
-    int64_t live[GM_CATEGORIES];
-    int64_t count, bytes, first_seq, last_seq; /* bursts; count = graphs for captures */
-    uint8_t tag;    /* measurements: enum ms_tag (around the process's weight burst) */
-    uint32_t n;     /* 1-based among the GPU's rows of its kind (milestones.h) */
-    uint32_t n_api; /* failed calls: 1-based among the GPU's failed calls of its api */
-};
-
-/* A burst mark on an event of a process: begin or end of a burst. */
-struct mark {
-    uint32_t event;
-    enum ms_kind kind;
-    int64_t count, bytes, first_seq, last_seq;
-};
-
-struct proc_state {
-    struct mark *marks; /* by event */
-    size_t nmarks, next_mark;
-    bool capture_open, has_pending;
-    struct row pending_end;
-    uint32_t pre, post; /* the measurements around the weight burst, GM_NONE */
-};
-
-struct gpu_report {
-    uint32_t gpu;
-    struct row *rows;
-    size_t nrows, cap;
-    int64_t peak[GM_CATEGORIES]; /* over the rows */
-    int64_t first_t_ns;
-};
-
-/* ---- bursts ---- */
-
-static void add_mark(struct mark **marks, size_t *n, size_t *cap, struct mark m)
-{
-    *marks = xgrow(*marks, cap, *n + 1, sizeof(**marks));
-    (*marks)[(*n)++] = m;
-}
-
-static int compare_marks(const void *a, const void *b)
-{
-    const struct mark *x = a, *y = b;
-    if (x->event != y->event)
-        return x->event < y->event ? -1 : 1;
-    return (x->kind > y->kind) - (x->kind < y->kind);
-}
-
-static bool is_gpu_alloc(const struct gm_alloc *a)
-{
-    return a->kind == GM_KIND_DEVICE || a->kind == GM_KIND_MANAGED || a->kind == GM_KIND_VMM;
-}
-
-/* Weight burst, other allocation bursts and free bursts of one process on one GPU. */
-static void find_marks(const struct gm_model *m, uint32_t proc, uint32_t gpu, struct proc_state *st)
-{
-    const struct gm_process *p = &m->procs[proc];
-    size_t cap = 0;
-    struct gm_burst wb;
-    bool has_wb = gm_weight_burst(m, proc, gpu, GM_BURST_MIN_DEFAULT, &wb);
-    st->pre = has_wb ? wb.before : GM_NONE;
-    st->post = has_wb ? wb.after : GM_NONE;
-    if (has_wb) {
-        struct mark mk = {wb.first, MS_WEIGHT_BEGIN,         wb.count,
-                          wb.bytes, p->events[wb.first].seq, p->events[wb.last].seq};
-        add_mark(&st->marks, &st->nmarks, &cap, mk);
-        mk.event = wb.last;
-        mk.kind = MS_WEIGHT_END;
-        add_mark(&st->marks, &st->nmarks, &cap, mk);
-    }
-    /* Runs of top-level GPU allocations, broken by a free of GPU memory or
-     * a measurement; runs of frees, broken by an allocation. */
-    struct {
-        int64_t count, bytes;
-        uint32_t first, last;
-    } run = {0}, frees = {0};
-    for (size_t i = 0; i <= p->nevents; i++) {
-        const struct gm_event *e = i < p->nevents ? &p->events[i] : NULL;
-        bool on_gpu = e && e->gpu == gpu;
-        const struct gm_alloc *a =
-            on_gpu && (e->type == GM_EV_ALLOC || e->type == GM_EV_FREE) ? &p->allocs[e->a] : NULL;
-        bool alloc = a && e->type == GM_EV_ALLOC && a->top && is_gpu_alloc(a);
-        bool gpu_free = a && e->type == GM_EV_FREE && e->b == 0 && is_gpu_alloc(a);
-        bool breaks_run = !e || gpu_free || (on_gpu && e->type == GM_EV_MEASURE);
-        if (breaks_run && run.count > 0) {
-            bool overlaps = has_wb && run.first <= wb.last && run.last >= wb.first;
-            if (run.count >= BURST_MIN_COUNT && run.bytes >= BURST_MIN_BYTES && !overlaps) {
-                struct mark mk = {run.first, MS_BURST_BEGIN,           run.count,
-                                  run.bytes, p->events[run.first].seq, p->events[run.last].seq};
-                add_mark(&st->marks, &st->nmarks, &cap, mk);
-                mk.event = run.last;
-                mk.kind = MS_BURST_END;
-                add_mark(&st->marks, &st->nmarks, &cap, mk);
-            }
-            run.count = 0;
-            run.bytes = 0;
-        }
-        bool breaks_frees = !e || (a && e->type == GM_EV_ALLOC && is_gpu_alloc(a));
-        if (breaks_frees && frees.count > 0) {
-            if (frees.count >= FREE_BURST_MIN) {
-                struct mark mk = {frees.last,
-                                  MS_FREE_BURST,
-                                  frees.count,
-                                  frees.bytes,
-                                  p->events[frees.first].seq,
-                                  p->events[frees.last].seq};
-                add_mark(&st->marks, &st->nmarks, &cap, mk);
-            }
-            frees.count = 0;
-            frees.bytes = 0;
-        }
-        if (alloc) {
-            if (run.count == 0)
-                run.first = (uint32_t)i;
-            run.last = (uint32_t)i;
-            run.count++;
-            run.bytes = gm_add(run.bytes, a->size);
-        }
-        if (gpu_free) {
-            if (frees.count == 0)
-                frees.first = (uint32_t)i;
-            frees.last = (uint32_t)i;
-            frees.count++;
-            frees.bytes = gm_add(frees.bytes, a->size);
-        }
-    }
-    if (st->nmarks > 1)
-        qsort(st->marks, st->nmarks, sizeof(*st->marks), compare_marks);
-}
-
-/* ---- rows ---- */
-
-static struct row *add_row(struct gpu_report *g, enum ms_kind kind, const struct gm_ref *ref,
-                           const struct gm_event *e, int order, const int64_t *live)
-{
-    g->rows = xgrow(g->rows, &g->cap, g->nrows + 1, sizeof(*g->rows));
-    struct row *r = &g->rows[g->nrows++];
-    memset(r, 0, sizeof(*r));
-    r->kind = kind;
-    r->proc = ref->proc;
-    r->event = ref->event;
-    r->pos = e->pos;
-    r->order = order;
-    memcpy(r->live, live, sizeof(r->live));
-    return r;
-}
-
-static void flush_capture(struct gpu_report *g, struct proc_state *st)
-{
-    if (st->has_pending) {
-        g->rows = xgrow(g->rows, &g->cap, g->nrows + 1, sizeof(*g->rows));
-        g->rows[g->nrows++] = st->pending_end;
-    }
-    st->has_pending = false;
-    st->capture_open = false;
-}
-
-static int compare_rows(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    if (x->pos != y->pos)
-        return x->pos < y->pos ? -1 : 1;
-    if (x->order != y->order)
-        return x->order < y->order ? -1 : 1;
-    return (x->kind > y->kind) - (x->kind < y->kind);
-}
-
-static enum ms_kind kind_of_event(enum gm_event_type type, bool *milestone)
-{
-    *milestone = true;
-    switch (type) {
-    case GM_EV_FIRST_CALL:
-        return MS_FIRST_CALL;
-    case GM_EV_COMM_INIT:
-        return MS_COMM_INIT;
-    case GM_EV_IPC_EXPORT:
-        return MS_IPC_EXPORT;
-    case GM_EV_IPC_OPEN:
-        return MS_IPC_OPEN;
-    case GM_EV_MEASURE:
-        return MS_MEASUREMENT;
-    case GM_EV_COLLECTIVE:
-        return MS_COLLECTIVE;
-    case GM_EV_FAILED:
-        return MS_FAILED;
-    case GM_EV_END:
-        return MS_END;
-    case GM_EV_CAPTURE_BEGIN:
-        return MS_CAPTURE_BEGIN;
-    case GM_EV_CAPTURE_END:
-        return MS_CAPTURE_END;
-    default:
-        *milestone = false;
-        return MS_FIRST_CALL;
-    }
-}
-
-static const struct gm_event *row_event(const struct gm_model *m, const struct row *r)
-{
-    return &m->procs[r->proc].events[r->event];
-}
-
-static void build_gpu(const struct gm_model *m, struct gpu_report *g)
-{
-    const struct gm_gpu *gpu = &m->gpus[g->gpu];
-    struct proc_state *states = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*states));
-    for (size_t k = 0; k < gpu->nprocs; k++)
-        find_marks(m, gpu->procs[k], g->gpu, &states[gpu->procs[k]]);
-    if (gpu->nstream > 0) {
-        const struct gm_ref *first = &gpu->stream[0];
-        g->first_t_ns = m->procs[first->proc].events[first->event].t_ns;
-    }
-
-    struct gm_walk w;
-    gm_walk_init(&w, m, g->gpu);
-    const struct gm_ref *ref;
-    while ((ref = gm_walk_step(&w)) != NULL) {
-        const struct gm_process *p = &m->procs[ref->proc];
-        const struct gm_event *e = &p->events[ref->event];
-        struct proc_state *st = &states[ref->proc];
-        bool milestone;
-        enum ms_kind kind = kind_of_event((enum gm_event_type)e->type, &milestone);
-        bool has_marks = st->next_mark < st->nmarks && st->marks[st->next_mark].event == ref->event;
-        bool capture = milestone && (kind == MS_CAPTURE_BEGIN || kind == MS_CAPTURE_END);
-        if ((milestone && !capture) || has_marks)
-            flush_capture(g, st);
-        /* Burst begins come before the event's own row, ends after it. */
-        for (; st->next_mark < st->nmarks && st->marks[st->next_mark].event == ref->event;
-             st->next_mark++) {
-            const struct mark *mk = &st->marks[st->next_mark];
-            bool end =
-                mk->kind == MS_WEIGHT_END || mk->kind == MS_BURST_END || mk->kind == MS_FREE_BURST;
-            struct row *r = add_row(g, mk->kind, ref, e, end ? 2 : 0, w.live);
-            r->count = mk->count;
-            r->bytes = mk->bytes;
-            r->first_seq = mk->first_seq;
-            r->last_seq = mk->last_seq;
-        }
-        if (!milestone)
-            continue;
-        if (kind == MS_CAPTURE_BEGIN) {
-            if (!st->capture_open)
-                add_row(g, kind, ref, e, 1, w.live);
-            st->capture_open = true;
-        } else if (kind == MS_CAPTURE_END) {
-            int64_t graphs = st->has_pending ? st->pending_end.count + 1 : 1;
-            memset(&st->pending_end, 0, sizeof(st->pending_end));
-            st->pending_end = (struct row){.kind = kind,
-                                           .proc = ref->proc,
-                                           .event = ref->event,
-                                           .pos = e->pos,
-                                           .order = 1,
-                                           .count = graphs};
-            memcpy(st->pending_end.live, w.live, sizeof(w.live));
-            st->has_pending = true;
-            st->capture_open = true;
-        } else {
-            struct row *r = add_row(g, kind, ref, e, 1, w.live);
-            if (kind == MS_MEASUREMENT && ref->event == st->pre)
-                r->tag = MS_TAG_PRE;
-            else if (kind == MS_MEASUREMENT && ref->event == st->post)
-                r->tag = MS_TAG_POST;
-        }
-    }
-    for (size_t k = 0; k < gpu->nprocs; k++)
-        flush_capture(g, &states[gpu->procs[k]]);
-    gm_walk_free(&w);
-    for (size_t i = 0; i < m->nprocs; i++)
-        free(states[i].marks);
-    free(states);
-    if (g->nrows > 1)
-        qsort(g->rows, g->nrows, sizeof(*g->rows), compare_rows);
-    /* Numbered as milestones.h says: failed calls also among their api's,
-     * as `cutrace diff` names them. */
-    uint32_t seen[MS_KINDS] = {0};
-    uint32_t *failed = xcalloc(m->napis + 1, sizeof(*failed));
-    for (size_t i = 0; i < g->nrows; i++) {
-        struct row *r = &g->rows[i];
-        r->n = ++seen[r->kind];
-        if (r->kind == MS_FAILED) {
-            uint32_t api = row_event(m, r)->api;
-            r->n_api = ++failed[api < m->napis ? api : m->napis];
-        }
-    }
-    free(failed);
-    for (size_t i = 0; i < g->nrows; i++)
-        for (int c = 0; c < GM_CATEGORIES; c++)
-            if (g->rows[i].live[c] > g->peak[c])
-                g->peak[c] = g->rows[i].live[c];
-}
+static const char *const csv_tables[] = {"milestones", NULL};
 
 /* ---- shared wording ---- */
 
@@ -383,7 +90,7 @@ static char *hash_hex(char *buf, size_t size, uint64_t hash)
 static char *row_text(const struct gm_model *m, const struct row *r)
 {
     const struct gm_process *p = &m->procs[r->proc];
-    const struct gm_event *e = row_event(m, r);
+    const struct gm_event *e = timeline_row_event(m, r);
     const char *api = gm_api_name(m, e->api);
     char size[UNITS_BUF], hash[24], res[64];
     const char *label = ms_label(r->kind);
@@ -524,18 +231,19 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
         size_t w = text_width(texts[i]);
         if (w > text_w)
             text_w = w;
-        const struct gm_event *e = row_event(m, r);
+        const struct gm_event *e = timeline_row_event(m, r);
         w = strlen(format_offset(buf, sizeof(buf), e->t_ns - g->first_t_ns));
         if (w > time_w)
             time_w = w;
     }
-    /* Fit in TABLE_MAX_WIDTH: peer and host go to a line of their own,
+    /* Fit in the report's width: peer and host go to a line of their own,
      * then the smallest categories share an "other" column. */
+    size_t limit = table_width();
     for (;;) {
         size_t width = 2 + time_w + 2 + pid_w + 2 + MILESTONE_MIN_W;
         for (size_t c = 0; c < ncols; c++)
             width += 2 + cols[c].width;
-        if (width <= TABLE_MAX_WIDTH)
+        if (width <= limit)
             break;
         if (ncols > 0 && cols[ncols - 1].cats & ((1u << GM_CAT_PEER) | (1u << GM_CAT_HOST))) {
             ncols--;
@@ -575,7 +283,9 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
     size_t used = 2 + time_w + 2 + pid_w + 2;
     for (size_t c = 0; c < ncols; c++)
         used += 2 + cols[c].width;
-    size_t milestone_w = TABLE_MAX_WIDTH > used ? TABLE_MAX_WIDTH - used : MILESTONE_MIN_W;
+    size_t milestone_w = limit > used ? limit - used : MILESTONE_MIN_W;
+    if (milestone_w < MILESTONE_MIN_W)
+        milestone_w = MILESTONE_MIN_W;
     if (milestone_w > text_w)
         milestone_w = text_w;
 
@@ -589,7 +299,7 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
             continue;
         const struct row *r = &g->rows[i];
         const struct gm_process *p = &m->procs[r->proc];
-        const struct gm_event *e = row_event(m, r);
+        const struct gm_event *e = timeline_row_event(m, r);
         char who[48];
         if (p->has_rank)
             snprintf(who, sizeof(who), "%" PRId64 "/%" PRId64, p->pid, p->rank);
@@ -597,18 +307,36 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
             snprintf(who, sizeof(who), "%" PRId64 "/-", p->pid);
         fprintf(out, "  %-*s  %-*s  ", (int)time_w,
                 format_offset(buf, sizeof(buf), e->t_ns - g->first_t_ns), (int)pid_w, who);
-        text_print(out, texts[i], milestone_w, milestone_w);
+        /* A milestone's words carry numbers: too long, they wrap under it. */
+        const char *rest = texts[i];
+        size_t cut = text_break(rest, milestone_w);
+        char *first = xstrndup(rest, cut);
+        text_print(out, first, milestone_w, milestone_w);
+        free(first);
         for (size_t c = 0; c < ncols; c++)
             fprintf(out, "  %*s", (int)cols[c].width,
-                    gm_format_size(buf, sizeof(buf), column_value(&cols[c], r->live)));
+                    format_size(buf, sizeof(buf), column_value(&cols[c], r->live)));
         fputc('\n', out);
+        for (rest += cut; *rest;) {
+            while (*rest == ' ')
+                rest++;
+            cut = text_break(rest, milestone_w - 2);
+            char *line = xstrndup(rest, cut);
+            fprintf(out, "  %*s    ", (int)(time_w + 2 + pid_w), "");
+            text_print(out, line, milestone_w, 0);
+            fputc('\n', out);
+            free(line);
+            rest += cut;
+        }
         if (r->kind == MS_MEASUREMENT) {
             char f[UNITS_BUF], t[UNITS_BUF], u[UNITS_BUF], x[UNITS_BUF];
             int64_t used_bytes = gm_sub(e->b, e->a);
-            fprintf(out, "  %*s  free %s of %s, used %s, unexplained %s\n",
-                    (int)(time_w + 2 + pid_w), "", gm_format_size(f, sizeof(f), e->a),
-                    gm_format_size(t, sizeof(t), e->b), gm_format_size(u, sizeof(u), used_bytes),
-                    gm_format_size(x, sizeof(x), gm_sub(used_bytes, gm_traced(r->live))));
+            char *line =
+                xasprintf("free %s of %s, used %s, unexplained %s", format_size(f, sizeof(f), e->a),
+                          format_size(t, sizeof(t), e->b), format_size(u, sizeof(u), used_bytes),
+                          format_size(x, sizeof(x), gm_sub(used_bytes, gm_traced(r->live))));
+            text_print_wrapped(out, line, 2 + time_w + 2 + pid_w + 2);
+            free(line);
         }
     }
     if (hidden_failed)
@@ -625,10 +353,10 @@ static void print_gpu_text(const struct gm_model *m, const struct gpu_report *g,
         fputs("  not GPU memory, shown apart:", out);
         if (peer)
             fprintf(out, " peer memory mapped here up to %s%s",
-                    gm_format_size(buf, sizeof(buf), g->peak[GM_CAT_PEER]), host ? "," : "");
+                    format_size(buf, sizeof(buf), g->peak[GM_CAT_PEER]), host ? "," : "");
         if (host)
             fprintf(out, " pinned host memory up to %s",
-                    gm_format_size(buf, sizeof(buf), g->peak[GM_CAT_HOST]));
+                    format_size(buf, sizeof(buf), g->peak[GM_CAT_HOST]));
         fputc('\n', out);
     }
     (void)name;
@@ -653,26 +381,30 @@ static size_t count_hosts(const struct gm_model *m)
 static void print_text(const struct gm_model *m, const char *path, struct gpu_report *gpus,
                        size_t ngpus, FILE *out)
 {
-    fputs("cutrace timeline of ", out);
-    text_print(out, path, 60, 0);
     size_t hosts = count_hosts(m);
-    if (m->ngpus == 0) {
-        fprintf(out, ": no GPU events in %zu process%s\n", m->nprocs, m->nprocs == 1 ? "" : "es");
-    } else {
-        fprintf(out, ": %zu GPU%s, %zu process%s, %zu host%s\n", m->ngpus, m->ngpus == 1 ? "" : "s",
-                m->nprocs, m->nprocs == 1 ? "" : "es", hosts, hosts == 1 ? "" : "s");
-        fputs("  time: since the GPU's first event; sizes: live bytes per category after each "
-              "milestone\n",
-              out);
-    }
+    char *line;
+    if (m->ngpus == 0)
+        line = xasprintf("cutrace timeline of %s: no GPU events in %zu process%s", path, m->nprocs,
+                         m->nprocs == 1 ? "" : "es");
+    else
+        line = xasprintf("cutrace timeline of %s: %zu GPU%s, %zu process%s, %zu host%s", path,
+                         m->ngpus, m->ngpus == 1 ? "" : "s", m->nprocs, m->nprocs == 1 ? "" : "es",
+                         hosts, hosts == 1 ? "" : "s");
+    text_print_wrapped(out, line, 0);
+    free(line);
+    if (m->ngpus > 0)
+        text_print_wrapped(out,
+                           "time: since the GPU's first event; sizes: live bytes per category "
+                           "after each milestone",
+                           2);
     for (size_t i = 0; i < ngpus; i++)
         print_gpu_text(m, &gpus[i], out);
     if (m->nnotes)
         fputc('\n', out);
     for (size_t i = 0; i < m->nnotes; i++) {
-        char *line = xasprintf("note: %s", m->notes[i]);
-        text_print_wrapped(out, line, 0);
-        free(line);
+        char *note = xasprintf("note: %s", m->notes[i]);
+        text_print_wrapped(out, note, 0);
+        free(note);
     }
 }
 
@@ -692,15 +424,12 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
                            const struct gpu_report *g, const struct row *r)
 {
     const struct gm_process *p = &m->procs[r->proc];
-    const struct gm_event *e = row_event(m, r);
+    const struct gm_event *e = timeline_row_event(m, r);
     json_object_begin(w);
     json_kv_string(w, "kind", ms_key(r->kind));
     json_kv_int(w, "seq", e->seq);
     json_kv_int(w, "pid", p->pid);
-    if (p->has_rank)
-        json_kv_int(w, "rank", p->rank);
-    else
-        json_kv_null(w, "rank");
+    json_kv_opt_int(w, "rank", p->has_rank, p->rank);
     json_kv_string(w, "file", p->trace->file);
     json_kv_int(w, "t_ns", e->t_ns);
     json_kv_int(w, "at_ns", gm_sub(e->t_ns, g->first_t_ns));
@@ -803,10 +532,7 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
         json_kv_string(&w, "key", gpu->key);
         json_kv_string(&w, "identified_by", gpu->uuid ? "uuid" : "host_and_ordinal");
         json_kv_string(&w, "name", gpu->name[0] ? gpu->name : NULL);
-        if (gpu->total >= 0)
-            json_kv_int(&w, "total_bytes", gpu->total);
-        else
-            json_kv_null(&w, "total_bytes");
+        json_kv_opt_int(&w, "total_bytes", gpu->total >= 0, gpu->total);
         json_kv_string(&w, "host", m->clocks[gpu->clock].host);
         json_kv_string(&w, "boot_id", m->clocks[gpu->clock].boot_id);
         json_kv_int(&w, "first_t_ns", g->first_t_ns);
@@ -816,10 +542,7 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
             const struct gm_process *p = &m->procs[gpu->procs[k]];
             json_object_begin(&w);
             json_kv_int(&w, "pid", p->pid);
-            if (p->has_rank)
-                json_kv_int(&w, "rank", p->rank);
-            else
-                json_kv_null(&w, "rank");
+            json_kv_opt_int(&w, "rank", p->has_rank, p->rank);
             json_kv_string(&w, "file", p->trace->file);
             json_kv_string(&w, "end_state", p->end_state);
             json_kv_bool(&w, "exited", p->exited);
@@ -854,30 +577,82 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
     json_finish(&w);
 }
 
+/* ---- CSV: one row per milestone ---- */
+
+static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t ngpus, FILE *out)
+{
+    static const char *const head[] = {"gpu",        "gpu_uuid",      "pid",
+                                       "rank",       "kind",          "seq",
+                                       "t_ns",       "at_ns",         "api",
+                                       "text",       "nccl_bytes",    "ipc_exported_bytes",
+                                       "vmm_bytes",  "runtime_bytes", "managed_bytes",
+                                       "peer_bytes", "host_bytes",    "traced_bytes",
+                                       "free_bytes", "total_bytes",   "unexplained_bytes"};
+    static_assert(GM_CATEGORIES == 7, "one CSV column per category");
+    struct csv_writer w;
+    csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
+    for (size_t i = 0; i < ngpus; i++) {
+        const struct gpu_report *g = &gpus[i];
+        for (size_t k = 0; k < g->nrows; k++) {
+            const struct row *r = &g->rows[k];
+            const struct gm_process *p = &m->procs[r->proc];
+            const struct gm_event *e = timeline_row_event(m, r);
+            csv_uint(&w, g->gpu);
+            csv_string(&w, m->gpus[g->gpu].uuid);
+            csv_int(&w, p->pid);
+            csv_opt_int(&w, p->has_rank, p->rank);
+            csv_string(&w, ms_key(r->kind));
+            csv_int(&w, e->seq);
+            csv_int(&w, e->t_ns);
+            csv_int(&w, gm_sub(e->t_ns, g->first_t_ns));
+            csv_string(&w, e->type == GM_EV_END ? NULL : gm_api_name(m, e->api));
+            char *text = row_text(m, r);
+            csv_string(&w, text);
+            free(text);
+            for (int c = 0; c < GM_CATEGORIES; c++)
+                csv_int(&w, r->live[c]);
+            csv_int(&w, gm_traced(r->live));
+            bool measured = r->kind == MS_MEASUREMENT;
+            csv_opt_int(&w, measured, e->a);
+            csv_opt_int(&w, measured, e->b);
+            csv_opt_int(&w, measured, gm_sub(gm_sub(e->b, e->a), gm_traced(r->live)));
+            csv_end_row(&w);
+        }
+    }
+}
+
+/* --fail-on-problem: a failed call, an unknown or a double free among the
+ * processes listed. */
+static bool found_problem(const struct gm_model *m, const struct gm_filter *f,
+                          const struct gpu_report *gpus, size_t ngpus)
+{
+    bool found = false;
+    for (size_t i = 0; i < ngpus; i++)
+        for (size_t k = 0; k < gpus[i].nrows; k++)
+            found |= gpus[i].rows[k].kind == MS_FAILED;
+    for (size_t p = 0; p < m->nprocs; p++)
+        found |= gm_filter_proc(f, (uint32_t)p) &&
+                 (m->procs[p].unknown_frees > 0 || m->procs[p].double_frees > 0);
+    return found;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"gpu", required_argument, NULL, 'g'},
-        {"json", no_argument, NULL, 'j'},
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false;
-    const char *gpu_arg = NULL;
+    struct cli_report_opts o;
+    cli_report_init(&o);
     int c;
     while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
-        switch (c) {
-        case 'g':
-            gpu_arg = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
+        if (cli_report_option(&o, c, optarg))
+            continue;
+        if (c == 'h')
             return CLI_EXIT_OK;
-        default:
-            return CLI_EXIT_USAGE;
-        }
+        return CLI_EXIT_USAGE;
     }
     if (optind >= argc)
         return cli_usage_error(argv[0], "missing trace directory");
@@ -885,8 +660,9 @@ int cmd_timeline(int argc, char **argv)
         return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
                                argc - optind);
     const char *path = argv[optind];
-    if (gpu_arg && !gpu_arg[0])
-        return cli_usage_error(argv[0], "--gpu needs a uuid prefix or an index");
+    int finished = cli_report_finish(&o, argv[0], csv_tables);
+    if (finished != CLI_PARSED)
+        return finished;
 
     struct trace_set set;
     if (trace_set_open(&set, path) != 0)
@@ -896,21 +672,32 @@ int cmd_timeline(int argc, char **argv)
         trace_set_close(&set);
         return CLI_EXIT_BAD_INPUT;
     }
-    int status = CLI_EXIT_OK;
-    int64_t only = -1;
-    if (gpu_arg && (only = gm_select_gpu(&m, gpu_arg, "timeline")) < 0)
-        status = CLI_EXIT_USAGE;
+    struct gm_filter f;
+    int status = gm_filter_init(&f, &m, &o, "timeline");
     if (status == CLI_EXIT_OK) {
-        size_t ngpus = only >= 0 ? 1 : m.ngpus;
-        struct gpu_report *gpus = xcalloc(ngpus ? ngpus : 1, sizeof(*gpus));
-        for (size_t i = 0; i < ngpus; i++) {
-            gpus[i].gpu = only >= 0 ? (uint32_t)only : (uint32_t)i;
-            build_gpu(&m, &gpus[i]);
+        struct gpu_report *gpus = xcalloc(m.ngpus ? m.ngpus : 1, sizeof(*gpus));
+        size_t ngpus = 0;
+        for (size_t i = 0; i < m.ngpus; i++) {
+            if (!gm_filter_gpu(&f, (uint32_t)i))
+                continue;
+            gpus[ngpus].gpu = (uint32_t)i;
+            struct gpu_report *g = &gpus[ngpus++];
+            timeline_build_gpu(&m, g);
+            /* The listed processes' rows; their live bytes stay the GPU's. */
+            size_t kept = 0;
+            for (size_t k = 0; k < g->nrows; k++)
+                if (gm_filter_proc(&f, g->rows[k].proc))
+                    g->rows[kept++] = g->rows[k];
+            g->nrows = kept;
         }
-        if (json)
+        if (o.format == CLI_FORMAT_JSON)
             print_json(&m, path, gpus, ngpus, stdout);
+        else if (o.format == CLI_FORMAT_CSV)
+            print_csv(&m, gpus, ngpus, stdout);
         else
             print_text(&m, path, gpus, ngpus, stdout);
+        if (o.fail_on_problem && found_problem(&m, &f, gpus, ngpus))
+            status = CLI_EXIT_PROBLEM;
         for (size_t i = 0; i < ngpus; i++)
             free(gpus[i].rows);
         free(gpus);
@@ -919,6 +706,7 @@ int cmd_timeline(int argc, char **argv)
             status = CLI_EXIT_BAD_INPUT;
         }
     }
+    gm_filter_free(&f);
     gm_free(&m);
     trace_set_close(&set);
     return status;

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "model/errnames.h"
 #include "model/modules.h"
+#include "out/units.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -70,14 +71,7 @@ int64_t gm_sub(int64_t a, int64_t b)
 
 char *gm_format_size(char *buf, size_t size, int64_t bytes)
 {
-    double value = (double)bytes;
-    if (bytes == 0)
-        snprintf(buf, size, "0");
-    else if (value > -1073741824.0 && value < 1073741824.0)
-        snprintf(buf, size, "%.1f MiB", value / 1048576.0);
-    else
-        snprintf(buf, size, "%.2f GiB", value / 1073741824.0);
-    return buf;
+    return format_size(buf, size, bytes); /* the one rule lives in out/units.c */
 }
 
 static const char *const category_keys[] = {"nccl",    "ipc_exported", "vmm", "runtime",

@@ -223,8 +223,8 @@ const char *gm_api_name(const struct gm_model *m, uint32_t api);
 /* The name of an allocation's issuing module ("" for GM_NONE). */
 const char *gm_module_name(const struct gm_model *m, uint32_t module);
 
-/* A size for text reports in MiB or GiB: "0", "528.0 MiB", "70.50 GiB",
- * "-12.0 MiB". Returns buf. */
+/* format_size of out/units.h, kept under this name for the model's users:
+ * "0", "528.0 MiB", "70.50 GiB", "-12.0 MiB". Returns buf. */
 char *gm_format_size(char *buf, size_t size, int64_t bytes);
 
 /* Saturating arithmetic on untrusted values. */

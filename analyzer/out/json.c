@@ -109,9 +109,7 @@ void json_key(struct json_writer *w, const char *key)
     w->key_pending = true;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid:
- * overlong forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n)
+size_t utf8_sequence_length(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
     size_t len;
@@ -265,4 +263,25 @@ void json_kv_null(struct json_writer *w, const char *key)
 {
     json_key(w, key);
     json_null(w);
+}
+
+void json_address(struct json_writer *w, uint64_t address)
+{
+    char buf[24];
+    snprintf(buf, sizeof(buf), "0x%" PRIx64, address);
+    json_string(w, buf);
+}
+
+void json_kv_address(struct json_writer *w, const char *key, uint64_t address)
+{
+    json_key(w, key);
+    json_address(w, address);
+}
+
+void json_kv_opt_int(struct json_writer *w, const char *key, bool present, int64_t value)
+{
+    if (present)
+        json_kv_int(w, key, value);
+    else
+        json_kv_null(w, key);
 }

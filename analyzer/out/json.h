@@ -60,6 +60,19 @@ void json_kv_uint(struct json_writer *w, const char *key, uint64_t value);
 void json_kv_double(struct json_writer *w, const char *key, double value);
 void json_kv_bool(struct json_writer *w, const char *key, bool value);
 void json_kv_null(struct json_writer *w, const char *key);
+/* value when present, else null: a number the trace may not have. */
+void json_kv_opt_int(struct json_writer *w, const char *key, bool present, int64_t value);
+
+/* Addresses (device pointers, return addresses) are strings in every report:
+ * "0x7f3a00000000", lower-case hex, no padding; a JSON number cannot carry
+ * every 64-bit address exactly (doubles hold 53 bits). */
+void json_address(struct json_writer *w, uint64_t address);
+void json_kv_address(struct json_writer *w, const char *key, uint64_t address);
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 if invalid:
+ * overlong forms, surrogates and code points past U+10FFFF are invalid. The
+ * one decoder of the machine-readable outputs (JSON here, CSV in csv.c). */
+size_t utf8_sequence_length(const unsigned char *s, size_t n);
 
 /* Writes the JSON string literal for s[0..len) (quotes included) to out. */
 void json_write_escaped(FILE *out, const char *s, size_t len);

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #define COLUMN_GAP       2
 #define MIN_SHRUNK_WIDTH 8
@@ -137,8 +139,34 @@ size_t text_print(FILE *out, const char *text, size_t width, size_t pad_to)
     return written > pad_to ? written : pad_to;
 }
 
+static size_t fixed_width; /* table_set_width; 0: ask */
+
+void table_set_width(size_t width)
+{
+    fixed_width = width;
+}
+
+size_t table_width(void)
+{
+    size_t width = TABLE_MAX_WIDTH;
+    struct winsize ws;
+    const char *columns = getenv("COLUMNS");
+    if (fixed_width) {
+        width = fixed_width;
+    } else if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+               ws.ws_col > 0) {
+        width = ws.ws_col;
+    } else if (columns && *columns) {
+        char *end;
+        unsigned long long n = strtoull(columns, &end, 10);
+        if (*end == '\0' && n > 0 && n < 100000)
+            width = (size_t)n;
+    }
+    return width < TABLE_MIN_WIDTH ? TABLE_MIN_WIDTH : width;
+}
+
 /* Column widths that fit the width limit, shrinking text columns first. */
-static void layout(const struct table *t, size_t indent, size_t *widths)
+static void layout(const struct table *t, size_t indent, size_t limit, size_t *widths)
 {
     size_t rows = table_rows(t);
     for (size_t c = 0; c < t->ncolumns; c++) {
@@ -156,7 +184,7 @@ static void layout(const struct table *t, size_t indent, size_t *widths)
         size_t total = indent + COLUMN_GAP * (t->ncolumns - 1);
         for (size_t c = 0; c < t->ncolumns; c++)
             total += widths[c];
-        if (total <= TABLE_MAX_WIDTH)
+        if (total <= limit)
             return;
         /* Shrink the widest text column; numbers are never cut. */
         size_t widest = t->ncolumns;
@@ -166,7 +194,7 @@ static void layout(const struct table *t, size_t indent, size_t *widths)
                 widest = c;
         if (widest == t->ncolumns)
             return; /* nothing left to shrink: callers keep number columns narrow */
-        size_t excess = total - TABLE_MAX_WIDTH;
+        size_t excess = total - limit;
         size_t room = widths[widest] - MIN_SHRUNK_WIDTH;
         widths[widest] -= excess < room ? excess : room;
     }
@@ -199,9 +227,14 @@ static void print_row(const struct table *t, FILE *out, size_t indent, const siz
 
 void table_print(const struct table *t, FILE *out, size_t indent)
 {
+    table_print_width(t, out, indent, table_width());
+}
+
+void table_print_width(const struct table *t, FILE *out, size_t indent, size_t width)
+{
     assert(t->ncells % t->ncolumns == 0 && "table row left incomplete");
     size_t *widths = xcalloc(t->ncolumns, sizeof(*widths));
-    layout(t, indent, widths);
+    layout(t, indent, width, widths);
     const char **headers = xcalloc(t->ncolumns, sizeof(*headers));
     for (size_t c = 0; c < t->ncolumns; c++)
         headers[c] = t->columns[c].header;
@@ -210,6 +243,28 @@ void table_print(const struct table *t, FILE *out, size_t indent)
         print_row(t, out, indent, widths, (const char *const *)&t->cells[r * t->ncolumns]);
     free(headers);
     free(widths);
+}
+
+static bool is_unit_word(const char *p);
+
+size_t text_break(const char *text, size_t width)
+{
+    /* A size's unit stays with its number: "70.50 GiB" is one word. */
+    const unsigned char *s = (const unsigned char *)text;
+    size_t at = 0, cols = 0, last_blank = 0;
+    while (s[at] && cols < width) {
+        if (s[at] == ' ' && !is_unit_word(text + at + 1))
+            last_blank = at;
+        at += next_glyph(s + at).bytes;
+        cols++;
+    }
+    if (!s[at])
+        return at;
+    if (s[at] == ' ' && !is_unit_word(text + at + 1))
+        return at;
+    if (last_blank > 0)
+        return last_blank;
+    return at > 0 ? at : next_glyph(s).bytes;
 }
 
 static bool is_unit_word(const char *p)
@@ -225,7 +280,7 @@ static bool is_unit_word(const char *p)
 
 void text_print_wrapped(FILE *out, const char *text, size_t indent)
 {
-    size_t column = 0;
+    size_t column = 0, limit = table_width();
     const char *p = text;
     while (*p) {
         const char *end = strchr(p, ' ');
@@ -235,7 +290,7 @@ void text_print_wrapped(FILE *out, const char *text, size_t indent)
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char *word = xstrndup(p, len);
         size_t width = text_width(word);
-        if (column > 0 && column + 1 + width > TABLE_MAX_WIDTH) {
+        if (column > 0 && column + 1 + width > limit) {
             fputc('\n', out);
             column = 0;
         }
@@ -248,7 +303,7 @@ void text_print_wrapped(FILE *out, const char *text, size_t indent)
             column++;
         }
         /* a word longer than a line is cut, never spills past the width */
-        size_t room = TABLE_MAX_WIDTH > column ? TABLE_MAX_WIDTH - column : 1;
+        size_t room = limit > column ? limit - column : 1;
         column += text_print(out, word, room, 0);
         free(word);
         p += len;

@@ -44,6 +44,19 @@ char *format_bytes_signed(char *buf, size_t size, int64_t bytes)
     return buf;
 }
 
+char *format_size(char *buf, size_t size, int64_t bytes)
+{
+    assert(buf && size > 0);
+    double value = (double)bytes;
+    if (bytes == 0)
+        snprintf(buf, size, "0");
+    else if (value > -1073741824.0 && value < 1073741824.0)
+        snprintf(buf, size, "%.1f MiB", value / 1048576.0);
+    else
+        snprintf(buf, size, "%.2f GiB", value / 1073741824.0);
+    return buf;
+}
+
 char *format_duration(char *buf, size_t size, int64_t ns)
 {
     assert(buf && size > 1);

@@ -1,7 +1,16 @@
 /*
  * units.h - how the CLI shows and reads quantities: byte counts in binary
  * units, durations, wall-clock times and CUDA version numbers. Text reports
- * use these; JSON reports always carry the raw integers instead.
+ * use these and nothing else (no report formats a quantity by itself);
+ * JSON and CSV always carry the raw integers instead.
+ *
+ * The rule for sizes in text (docs/cli.md, "Conventions"): binary units
+ * (KiB = 1024 B) always. A quantity said on its own (a peak, an option's
+ * value, a site's bytes) is format_bytes: "0 B", "512 B", "1.50 KiB",
+ * "8.00 MiB", two decimals from KiB up. A column of memory that is compared
+ * down a table or between runs (timeline's live bytes per category, diff's
+ * deltas) is format_size: MiB with one decimal below 1 GiB and GiB with two
+ * above, so the eye reads one unit down a column; zero is "0".
  */
 #ifndef CUTRACE_ANALYZER_UNITS_H
 #define CUTRACE_ANALYZER_UNITS_H
@@ -16,6 +25,10 @@
 char *format_bytes(char *buf, size_t size, uint64_t bytes);
 /* As format_bytes, with a leading '-' for negative values ("-12.00 MiB"). */
 char *format_bytes_signed(char *buf, size_t size, int64_t bytes);
+
+/* "0", "0.5 MiB", "528.0 MiB", "70.50 GiB", "-12.0 MiB" (see the rule above).
+ * Returns buf. */
+char *format_size(char *buf, size_t size, int64_t bytes);
 
 /*
  * Three significant digits in the largest unit that keeps the value >= 1:

@@ -867,7 +867,7 @@ void stacks_json_frames(struct json_writer *w, const struct stack *st)
                 json_kv_uint(w, "offset", f->offset);
             else
                 json_kv_null(w, "offset");
-            json_kv_uint(w, "ip", f->ip);
+            json_kv_address(w, "ip", f->ip); /* addresses are "0x..." strings in every report */
         }
         json_object_end(w);
     }

@@ -871,7 +871,7 @@ END_TEST
  * ("Odd input": ranks missing from the directory ... says what it assumed
  * in a notes list) and docs/cli.md ("the MIN is then over the ranks that
  * are there, and a note says so") promise a note for a missing rank, but
- * cmd_budget.c's find_groups fills g->missing without an add_note: the
+ * cmd/budget.c's find_groups fills g->missing without an add_note: the
  * gap is only in missing_ranks and the job's text line, and "notes" is [].
  */
 START_TEST(test_sglang_missing_rank_noted)

@@ -210,6 +210,32 @@ START_TEST(test_unfinished_document_asserts)
 }
 END_TEST
 
+/* Addresses are strings in every report: a double cannot hold every 64-bit one. */
+START_TEST(test_addresses_are_hex_strings)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    struct json_writer w;
+    json_init(&w, f);
+    json_object_begin(&w);
+    json_kv_address(&w, "ptr", 0x7f3a00000000ull);
+    json_kv_address(&w, "top", UINT64_MAX);
+    json_key(&w, "ips");
+    json_array_begin(&w);
+    json_address(&w, 0);
+    json_address(&w, 0x401000);
+    json_array_end(&w);
+    json_object_end(&w);
+    json_finish(&w);
+    fclose(f);
+    ck_assert_str_eq(text, "{\n  \"ptr\": \"0x7f3a00000000\",\n  \"top\": \"0xffffffffffffffff\",\n"
+                           "  \"ips\": [\n    \"0x0\",\n    \"0x401000\"\n  ]\n}\n");
+    free(text);
+}
+END_TEST
+
 Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -219,6 +245,7 @@ Suite *json_suite(void)
     tcase_add_test(tc, test_escaping);
     tcase_add_test(tc, test_every_byte_gives_valid_json);
     tcase_add_test(tc, test_key_escaping_and_null_string);
+    tcase_add_test(tc, test_addresses_are_hex_strings);
     tcase_add_test_raise_signal(tc, test_value_without_key_asserts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_mismatched_close_asserts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_unfinished_document_asserts, SIGABRT);

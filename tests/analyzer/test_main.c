@@ -3,6 +3,7 @@
  * if any test failed. Suites that run the `cutrace` binary find it through
  * $CUTRACE_BIN (see analyzer/analyzer.mk).
  */
+#include "out/table.h"
 #include "test_support.h"
 
 #include <stdlib.h>
@@ -14,9 +15,14 @@ Suite *diff_suite(void);         /* test_diff.c */
 Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
 Suite *readonly_suite(void);     /* test_readonly.c */
 Suite *collcalls_suite(void);    /* test_collcalls.c */
+Suite *conventions_suite(void);  /* test_conventions.c */
 
 int main(void)
 {
+    /* Reports size their tables from the terminal or $COLUMNS: the suites
+     * expect the default width unless a test asks for another. */
+    unsetenv("COLUMNS");
+    table_set_width(TABLE_MAX_WIDTH);
     SRunner *runner = srunner_create(units_suite());
     srunner_add_suite(runner, json_suite());
     srunner_add_suite(runner, table_suite());
@@ -34,6 +40,7 @@ int main(void)
     srunner_add_suite(runner, diff_suite());
     srunner_add_suite(runner, stacks_merge_suite());
     srunner_add_suite(runner, readonly_suite());
+    srunner_add_suite(runner, conventions_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *render(const struct table *t, size_t indent)
 {
@@ -134,12 +135,85 @@ START_TEST(test_incomplete_row_asserts)
 }
 END_TEST
 
+/* A narrow width shrinks text columns; a number column is never cut, the
+ * table gets wider than the width instead. */
+START_TEST(test_narrow_width_never_cuts_numbers)
+{
+    static const struct table_column cols[] = {
+        {"site", TABLE_LEFT, 0}, {"bytes", TABLE_RIGHT, 0}, {"share", TABLE_RIGHT, 0}};
+    struct table *t = table_new(cols, 3);
+    table_cell(t, "model_runner.py:312 init_torch_distributed");
+    table_cell(t, "70.50 GiB");
+    table_cell(t, "99.9%");
+    table_cell(t, "x");
+    table_cell(t, "123456789012 B");
+    table_cell(t, "0.1%");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    table_print_width(t, f, 2, 40);
+    fclose(f);
+    ck_assert_uint_le(widest_line(text), 40);
+    assert_contains(text, "70.50 GiB");
+    assert_contains(text, "123456789012 B");
+    assert_contains(text, "...");
+    free(text);
+    /* Narrower than the numbers: wider than asked, numbers whole. */
+    f = open_memstream(&text, &len);
+    table_print_width(t, f, 2, 12);
+    fclose(f);
+    ck_assert_uint_gt(widest_line(text), 12);
+    assert_contains(text, "  70.50 GiB  99.9%\n");
+    assert_contains(text, "  123456789012 B   0.1%\n");
+    free(text);
+    table_free(t);
+}
+END_TEST
+
+/* The width: fixed by the tests, else the terminal, else $COLUMNS, else 120. */
+START_TEST(test_width_from_columns)
+{
+    ck_assert_uint_eq(table_width(), TABLE_MAX_WIDTH); /* test_main fixes it */
+    table_set_width(77);
+    ck_assert_uint_eq(table_width(), 77);
+    table_set_width(3);
+    ck_assert_uint_eq(table_width(), TABLE_MIN_WIDTH);
+    table_set_width(0);
+    if (!isatty(STDOUT_FILENO)) {
+        setenv("COLUMNS", "93", 1);
+        ck_assert_uint_eq(table_width(), 93);
+        setenv("COLUMNS", "10", 1);
+        ck_assert_uint_eq(table_width(), TABLE_MIN_WIDTH);
+        setenv("COLUMNS", "wide", 1);
+        ck_assert_uint_eq(table_width(), TABLE_MAX_WIDTH);
+        unsetenv("COLUMNS");
+        ck_assert_uint_eq(table_width(), TABLE_MAX_WIDTH);
+    }
+    table_set_width(TABLE_MAX_WIDTH);
+}
+END_TEST
+
+/* text_break: a line's worth of words, a size and its unit kept together. */
+START_TEST(test_text_break)
+{
+    ck_assert_uint_eq(text_break("short", 10), 5);
+    ck_assert_uint_eq(text_break("first call (cudaMalloc)", 12), 10);
+    /* "2.00 GiB" is one word: the break goes before the number. */
+    ck_assert_uint_eq(text_break("burst: 1 allocs, 2.00 GiB", 22), 16);
+    ck_assert_uint_eq(text_break("abcdefghij", 4), 4); /* a word longer than the line */
+    ck_assert_uint_eq(text_break("ab cd", 2), 2);
+}
+END_TEST
+
 Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
     TCase *tc = tcase_create("table");
     tcase_add_test(tc, test_alignment);
     tcase_add_test(tc, test_width_limit_and_ellipsis);
+    tcase_add_test(tc, test_narrow_width_never_cuts_numbers);
+    tcase_add_test(tc, test_width_from_columns);
+    tcase_add_test(tc, test_text_break);
     tcase_add_test(tc, test_column_max_width);
     tcase_add_test(tc, test_hostile_cells);
     tcase_add_test(tc, test_text_print_cuts_on_character_boundary);

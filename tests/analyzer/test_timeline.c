@@ -998,7 +998,7 @@ END_TEST
  * host name, three processes on one GPU still running.
  *
  * KNOWN BUG, left enabled (see the report to the lead): docs/cli.md says
- * the timeline's text lines fit 120 columns, but cmd_timeline.c's
+ * the timeline's text lines fit 120 columns, but cmd/timeline.c's
  * print_gpu_text prints the GPU heading with the key cut at 60 columns,
  * the name at 40 and the host at 40 (up to ~170 in all; 130 here), and the
  * "processes:" line with every process of the GPU uncut (~135 here).

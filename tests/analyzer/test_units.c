@@ -104,11 +104,29 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+/* The column format of timeline and diff (out/units.h's rule): MiB with one
+ * decimal below 1 GiB, GiB with two above, "0" for nothing. */
+START_TEST(test_format_size)
+{
+    char buf[UNITS_BUF];
+    ck_assert_str_eq(format_size(buf, sizeof(buf), 0), "0");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), 512 << 10), "0.5 MiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), 528ll << 20), "528.0 MiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), (1ll << 30) - 1), "1024.0 MiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), 1ll << 30), "1.00 GiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), 141ll << 29), "70.50 GiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), -(12ll << 20)), "-12.0 MiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), -(3ll << 30)), "-3.00 GiB");
+    ck_assert_str_eq(format_size(buf, sizeof(buf), INT64_MIN), "-8589934592.00 GiB");
+}
+END_TEST
+
 Suite *units_suite(void)
 {
     Suite *s = suite_create("units");
     TCase *tc = tcase_create("units");
     tcase_add_test(tc, test_format_bytes);
+    tcase_add_test(tc, test_format_size);
     tcase_add_test(tc, test_format_duration);
     tcase_add_test(tc, test_format_wall_time_and_version);
     tcase_add_test(tc, test_parse_size);

@@ -1,0 +1,139 @@
+/*
+ * filter.c - which processes and GPUs of a model pass a report's filters.
+ */
+#include "model/filter.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool host_listed(const char *list, const char *host)
+{
+    size_t n = strlen(host);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && strncmp(p, host, n) == 0)
+            return true;
+        p += len + (comma != NULL);
+    }
+    return false;
+}
+
+static bool used_gpu(const struct gm_process *p, uint32_t gpu)
+{
+    for (size_t i = 0; i < p->ngpus; i++)
+        if (p->gpus[i] == gpu)
+            return true;
+    return false;
+}
+
+/* "ranks 0-3; hosts node1, node2": what the traces have, for the error. */
+static char *what_there_is(const struct gm_model *m, const struct cli_report_opts *o)
+{
+    char *text = xstrdup("");
+    if (o->rank) {
+        int64_t lo = INT64_MAX, hi = -1;
+        for (size_t i = 0; i < m->nprocs; i++)
+            if (m->procs[i].has_rank) {
+                lo = m->procs[i].rank < lo ? m->procs[i].rank : lo;
+                hi = m->procs[i].rank > hi ? m->procs[i].rank : hi;
+            }
+        char *next = hi < 0 ? xasprintf("%sno process has a rank", text)
+                            : xasprintf("%sranks %" PRId64 " to %" PRId64, text, lo, hi);
+        free(text);
+        text = next;
+    }
+    if (o->pid || o->host) {
+        const char *what = o->pid ? "pids" : "hosts";
+        char *next = xasprintf("%s%s%s", text, text[0] ? "; " : "", what);
+        free(text);
+        text = next;
+        for (size_t i = 0; i < m->nprocs && i < 8; i++) {
+            const struct gm_process *p = &m->procs[i];
+            next = o->pid ? xasprintf("%s%s %" PRId64, text, i ? "," : "", p->pid)
+                          : xasprintf("%s%s %s", text, i ? "," : "", p->host);
+            free(text);
+            text = next;
+        }
+        if (m->nprocs > 8) {
+            next = xasprintf("%s, ...", text);
+            free(text);
+            text = next;
+        }
+    }
+    return text;
+}
+
+int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct cli_report_opts *o,
+                   const char *command)
+{
+    *f = (struct gm_filter){.gpu = -1};
+    f->proc_ok = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*f->proc_ok));
+    f->gpu_ok = xcalloc(m->ngpus ? m->ngpus : 1, sizeof(*f->gpu_ok));
+    f->procs_filtered = o->rank || o->pid || o->host;
+    f->gpus_filtered = cli_report_filtered(o);
+    if (o->gpu) {
+        f->gpu = gm_select_gpu(m, o->gpu, command);
+        if (f->gpu < 0)
+            return CLI_EXIT_USAGE;
+    }
+    struct cli_range *ranks = NULL, *pids = NULL;
+    size_t nranks = 0, npids = 0;
+    /* cli_report_finish has parsed these once already: they cannot fail. */
+    if (o->rank && cli_parse_ranges(o->rank, &ranks, &nranks) != 0)
+        assert(!"--rank was checked");
+    if (o->pid && cli_parse_ranges(o->pid, &pids, &npids) != 0)
+        assert(!"--pid was checked");
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const struct gm_process *p = &m->procs[i];
+        bool ok = true;
+        if (o->rank)
+            ok = ok && p->has_rank && cli_ranges_contain(ranks, nranks, p->rank);
+        if (o->pid)
+            ok = ok && cli_ranges_contain(pids, npids, p->pid);
+        if (o->host)
+            ok = ok && host_listed(o->host, p->host);
+        if (f->gpu >= 0)
+            ok = ok && used_gpu(p, (uint32_t)f->gpu);
+        f->proc_ok[i] = ok;
+        f->nprocs += ok;
+    }
+    free(ranks);
+    free(pids);
+    for (size_t g = 0; g < m->ngpus; g++) {
+        bool ok = f->gpu < 0 || (uint32_t)f->gpu == g;
+        if (ok && f->procs_filtered) {
+            const struct gm_gpu *gpu = &m->gpus[g];
+            ok = false;
+            for (size_t k = 0; k < gpu->nprocs && !ok; k++)
+                ok = f->proc_ok[gpu->procs[k]];
+        }
+        f->gpu_ok[g] = ok;
+        f->ngpus += ok;
+    }
+    if (f->procs_filtered && f->nprocs == 0) {
+        char given[256] = "";
+        const struct {
+            const char *name, *value;
+        } all[] = {{"--rank", o->rank}, {"--pid", o->pid}, {"--host", o->host}, {"--gpu", o->gpu}};
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+            if (all[i].value)
+                snprintf(given + strlen(given), sizeof(given) - strlen(given), "%s%s %s",
+                         given[0] ? " " : "", all[i].name, all[i].value);
+        char *there = what_there_is(m, o);
+        cli_usage_error(command, "%s: no process of these traces matches (%s)", given, there);
+        free(there);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+void gm_filter_free(struct gm_filter *f)
+{
+    free(f->proc_ok);
+    free(f->gpu_ok);
+    *f = (struct gm_filter){.gpu = -1};
+}
