@@ -46,8 +46,6 @@ LONG = {
     "analyzer/analysis/diff_analysis.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/cmd/collectives.c": "written before the rule; being split by idea (issue 16)",
     "analyzer/cmd/diff.c": "written before the rule; being split by idea (issue 16)",
-    "analyzer/cmd/summary.c": "written before the rule; being split by idea (issue 16)",
-    "analyzer/model/gpumodel.c": "written before the rule; being split by idea (issue 16)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
