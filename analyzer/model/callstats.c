@@ -277,6 +277,8 @@ static void count_nccl(struct pass *s, const struct call_row *c)
 {
     struct callstats *cs = s->stats;
     const struct api_info *info = c->info;
+    if (info->role == ROLE_COMM_INIT)
+        s->p->comm_inits++;
     if (info->role == ROLE_COMM_INIT && c->result == 0) {
         i64map_slot(&cs->comm_of_handle, c->arg0, true)->value = c->seq;
         return;

@@ -245,6 +245,7 @@ struct gm_process {
     struct gm_lookups lookups;
     struct gm_comm_calls *comm_calls; /* by comm_id, has_comm false first */
     size_t ncomm_calls;
+    int64_t comm_inits;     /* NCCL communicator inits (layer nccl), failed ones too */
     struct nccl_info *nccl; /* communicators: with GM_LOAD_NCCL only, else NULL */
 };
 

@@ -488,7 +488,11 @@ static void pass_free(struct pass *s)
 static int load_nccl(struct gm_process *p)
 {
     p->nccl = xcalloc(1, sizeof(*p->nccl));
-    if (nccl_load((struct trace *)p->trace, false, false, p->nccl) != 0)
+    /* Without an init in the events (the pass saw them all), the views
+     * could only say what the process row says. */
+    struct trace *t = (struct trace *)p->trace;
+    if ((p->comm_inits ? nccl_load(t, false, false, p->nccl)
+                       : nccl_load_version(t, false, p->nccl)) != 0)
         return -1;
     struct nccl_info *n = p->nccl;
     if (!n->present)
