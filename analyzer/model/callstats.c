@@ -220,17 +220,10 @@ static void count_nested(struct pass *s, int64_t device, uint32_t row, uint32_t 
 /* The api name of the call with that seq, among the calls read so far. */
 static bool api_of_seq(const struct pass *s, int64_t seq, uint32_t *api)
 {
-    size_t lo = 0, hi = s->nseqs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->seqs[mid] < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == s->nseqs || s->seqs[lo] != seq)
+    size_t i = ld_seq_index(s, seq);
+    if (i == SIZE_MAX)
         return false;
-    *api = s->seq_apis[lo];
+    *api = s->seq_apis[i];
     return true;
 }
 

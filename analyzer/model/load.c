@@ -128,14 +128,14 @@ static int load_process_row(struct pass *s)
         r->runtime_version = col_int(stmt, 7, 0);
         r->driver_version = col_int(stmt, 8, 0);
         r->exe = col_text(stmt, 9);
-        p->pid = col_int(stmt, 0, 0);
-        p->ppid = col_int(stmt, 1, 0);
-        p->host = text_or_empty(stmt, 2);
-        p->cmdline = text_or_empty(stmt, 3);
-        p->has_start_wall = !col_is_null(stmt, 4);
-        p->start_wall_ns = col_int(stmt, 4, 0);
-        p->has_start_mono = !col_is_null(stmt, 5);
-        p->start_mono_ns = col_int(stmt, 5, 0);
+        p->pid = r->pid;
+        p->ppid = r->ppid;
+        p->host = xstrdup(r->host ? r->host : "");
+        p->cmdline = xstrdup(r->cmdline ? r->cmdline : "");
+        p->has_start_wall = r->has_start_wall;
+        p->start_wall_ns = r->start_wall_ns;
+        p->has_start_mono = r->has_start_mono;
+        p->start_mono_ns = r->start_mono_ns;
         p->boot_id = text_or_empty(stmt, 6);
     }
     sqlite3_finalize(stmt);

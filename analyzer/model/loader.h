@@ -182,6 +182,9 @@ const struct api_info *ld_api_of(const struct pass *s, const char *name);
 const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id);
 
 /* pairing.c: the pass over the events, then the ipc view. */
+/* The index in s->seqs of the call with that seq among those read so far,
+ * SIZE_MAX if none. */
+size_t ld_seq_index(const struct pass *s, int64_t seq);
 int ld_read_calls(struct pass *s);
 int ld_read_ipc(struct pass *s, size_t first_export);
 void ld_resolve_pending(struct pass *s);

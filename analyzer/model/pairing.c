@@ -236,8 +236,7 @@ static void on_comm_init(struct pass *s, const struct call_row *c, uint32_t gpu)
     p->ncomms++;
 }
 
-/* The role id of the call with that seq among those read so far. */
-static bool parent_role(const struct pass *s, int64_t seq, uint32_t *role, bool *memory)
+size_t ld_seq_index(const struct pass *s, int64_t seq)
 {
     size_t lo = 0, hi = s->nseqs;
     while (lo < hi) {
@@ -247,7 +246,14 @@ static bool parent_role(const struct pass *s, int64_t seq, uint32_t *role, bool 
         else
             hi = mid;
     }
-    if (lo == s->nseqs || s->seqs[lo] != seq)
+    return lo < s->nseqs && s->seqs[lo] == seq ? lo : SIZE_MAX;
+}
+
+/* The role id of the call with that seq among those read so far. */
+static bool parent_role(const struct pass *s, int64_t seq, uint32_t *role, bool *memory)
+{
+    size_t lo = ld_seq_index(s, seq);
+    if (lo == SIZE_MAX)
         return false;
     *role = s->seq_roles[lo];
     *memory = s->seq_memory[lo] != 0;
