@@ -5,15 +5,19 @@
  * per category (docs/budget.md) at any event, the measurements
  * (cudaMemGetInfo) and the milestones between them.
  *
- * Loading reads each trace's public views once, in seq order: `calls` (one
- * pass over every event), `ipc` (exports and opens, for the handles) and
- * the small tables (process, devices, modules). Which free ended which
+ * Loading reads each trace once, in seq order: the `events` table itself
+ * (one pass over every event, decoded here with `apis`: the model is the
+ * one module that knows the format, and the views' joins and window
+ * functions would cost more than the rest of the load), `ipc` (exports and
+ * opens, for the handles) and the small tables (process, env, devices,
+ * modules). Which free ended which
  * allocation is derived in C from the calls, with exactly the rules of the
  * `allocations` view (include/cutrace/schema.h: logical events, pairing by
  * address space and pointer in effect order - calls.effect_order, read, not
  * recomputed - device resets, pointers handed out again), so
  * that a million-event trace loads in about a second instead of the view's
- * window functions; tests/analyzer/test_timeline.c checks the two agree.
+ * window functions; tests/analyzer/test_timeline.c and test_model_views.c
+ * check that the model and the views agree.
  * Deriving it here is also what lets the model see the frees the view
  * silently drops: frees of pointers never allocated, and double frees.
  *
@@ -31,6 +35,7 @@
 #define CUTRACE_ANALYZER_GPUMODEL_H
 
 #include "model/collcalls.h"
+#include "model/nccl.h"
 #include "model/trace.h"
 #include "model/traceset.h"
 
@@ -72,7 +77,12 @@ enum gm_kind {
     GM_KIND_OTHER,
 };
 
-#define GM_NONE UINT32_MAX /* no index */
+#define GM_KINDS 8          /* enum gm_kind values */
+#define GM_NONE  UINT32_MAX /* no index */
+
+/* What cudaMemGetInfo counts as used: device, managed and vmm (cuMemCreate
+ * on a device) memory. */
+bool gm_is_gpu_kind(enum gm_kind kind);
 
 /* One allocation, as the `allocations` view has it. */
 struct gm_alloc {
@@ -90,6 +100,7 @@ struct gm_alloc {
     bool exported;      /* an IPC handle was made on it */
     uint32_t module;    /* the module that issued it: index into the model's modules,
                            GM_NONE when unknown (no module holds its caller, format < 3) */
+    uint32_t path;      /* that module's path (gm_text), GM_NONE when unknown */
 };
 
 enum gm_event_type {
@@ -125,6 +136,77 @@ struct gm_comm {
     uint32_t gpu;
 };
 
+/* The process row as the trace has it, NULLs apart (the model's own pid,
+ * host and start fall back on the file name where the row lacks them). */
+struct gm_row {
+    bool present, has_pid, has_ppid, has_start_wall, has_start_mono;
+    int64_t pid, ppid, start_wall_ns, start_mono_ns;
+    int64_t runtime_version, driver_version; /* 0 unknown */
+    char *host, *cmdline, *exe;              /* NULL: NULL, or no row */
+};
+
+struct gm_env {
+    char *name, *value; /* value NULL for NULL */
+};
+
+/*
+ * A device ordinal of a process: a row of its devices table or an ordinal
+ * one of its calls had current (-1: none yet), in ordinal order.
+ */
+struct gm_device {
+    int64_t ordinal;
+    bool listed;                    /* has a row in `devices` */
+    char *uuid, *name, *pci_bus_id; /* NULL unknown (uuid "" is NULL too) */
+    int64_t total;                  /* -1 unknown */
+    /* Its last successful cudaMemGetInfo (the `meminfo` view: nested ones
+     * too), and the process's live bytes on this ordinal by kind when it
+     * took effect (allocations made before it and not ended by then). */
+    bool has_meminfo;
+    int64_t meminfo_seq, meminfo_t_ns, meminfo_free, meminfo_total; /* bytes never negative */
+    int64_t meminfo_live[GM_KINDS];
+};
+
+/*
+ * Calls of one API on one device ordinal of a process. A per-API row
+ * (!nested_row) counts every call, with the share made at top level (not
+ * inside another traced call, depth 0) in top_*. A nested row counts the
+ * nested calls of the API made inside calls of the API `inside` (GM_NONE:
+ * the parent is not in the trace); top_* 0. Sums leave out negative values
+ * and saturate; ok_bytes sums `size` over successful calls.
+ */
+struct gm_call_count {
+    int64_t device;
+    uint32_t api;   /* the model's api name */
+    uint32_t layer; /* gm_text ids of the apis row's layer and role (GM_NONE: NULL) */
+    uint32_t role;
+    uint32_t inside;
+    bool nested_row;
+    int64_t calls, failed, nested, dur_ns, ok_bytes;
+    int64_t top_calls, top_failed, top_dur_ns, top_ok_bytes;
+};
+
+/* A failed call (result != 0) other than a driver lookup: a lookup of a
+ * symbol the driver lacks is how libraries probe for features, by the
+ * dozen; gm_lookups counts them. In seq order. */
+struct gm_failed_call {
+    int64_t seq, t_ns, device, result, size, ptr;
+    uint32_t api, layer; /* api name; layer gm_text (GM_NONE: NULL) */
+};
+
+/* The `driver_lookups` view summed (traces of format 3 on: present). */
+struct gm_lookups {
+    bool present;
+    int64_t calls, wrapped, failed, symbols; /* symbols: distinct names looked up */
+};
+
+/* NCCL collective and p2p calls (the `collectives` view) on the
+ * communicator whose init had seq comm_id (has_comm false: no successful
+ * init of that handle came before). */
+struct gm_comm_calls {
+    bool has_comm;
+    int64_t comm_id, calls, failed;
+};
+
 struct gm_process {
     const struct trace *trace;
     int64_t pid, ppid;
@@ -151,6 +233,22 @@ struct gm_process {
     uint32_t *gpus; /* the GPUs it used, ascending */
     size_t ngpus;
     struct cc_calls nccl_calls; /* its NCCL collective and p2p calls, aggregated */
+    /* What the reports show of a process besides its memory (summary). */
+    struct gm_row row;
+    struct gm_env *env; /* by name */
+    size_t nenv;
+    struct gm_device *devices;
+    size_t ndevices;
+    struct gm_call_count *call_counts; /* per device, API (and parent API) */
+    size_t ncall_counts;
+    struct gm_failed_call *failed;
+    size_t nfailed;
+    int64_t failed_calls, nested_calls, wait_ns, waited_calls;
+    struct gm_lookups lookups;
+    struct gm_comm_calls *comm_calls; /* by comm_id, has_comm false first */
+    size_t ncomm_calls;
+    int64_t comm_inits;     /* NCCL communicator inits (layer nccl), failed ones too */
+    struct nccl_info *nccl; /* communicators: with GM_LOAD_NCCL only, else NULL */
 };
 
 struct gm_ref {
@@ -201,14 +299,20 @@ struct gm_model {
     size_t nmodules;
     struct gm_ipc_link *ipc_links; /* every mapping whose exporter is traced, by opener */
     size_t nipc_links;
+    char **texts; /* other interned texts: api layers and roles, module paths */
+    size_t ntexts;
 };
 
 /*
  * Loads every trace of an opened set. Returns 0, or -1 after printing the
  * one-line error of the trace that could not be read (a damaged file found
- * halfway through).
+ * halfway through). A load of more than about two seconds shows a progress
+ * line on a terminal's stderr (out/progress.h).
  */
 int gm_load(struct gm_model *m, struct trace_set *set);
+/* GM_LOAD_NCCL: also each process's communicators (gm_process.nccl, nccl.h). */
+#define GM_LOAD_NCCL 1u
+int gm_load_with(struct gm_model *m, struct trace_set *set, unsigned flags);
 void gm_free(struct gm_model *m);
 
 /* Adds a note (printf-style); notes keep the order they were added in. */
@@ -219,6 +323,9 @@ char *gm_process_name(char *buf, size_t size, const struct gm_process *p);
 
 /* The api name of an event ("" for none). */
 const char *gm_api_name(const struct gm_model *m, uint32_t api);
+
+/* An interned text of m->texts, NULL for GM_NONE. */
+const char *gm_text(const struct gm_model *m, uint32_t id);
 
 /* The name of an allocation's issuing module ("" for GM_NONE). */
 const char *gm_module_name(const struct gm_model *m, uint32_t module);

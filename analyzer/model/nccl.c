@@ -305,6 +305,16 @@ int nccl_load(struct trace *t, bool required, bool count_calls, struct nccl_info
     return 0;
 }
 
+int nccl_load_version(struct trace *t, bool required, struct nccl_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    int rc = check_schema(t, required);
+    if (rc <= 0)
+        return rc;
+    info->present = true;
+    return load_version(t, info) != 0 ? -1 : 0;
+}
+
 void nccl_info_free(struct nccl_info *info)
 {
     for (size_t i = 0; i < info->ncomms; i++) {

@@ -61,6 +61,10 @@ struct nccl_info {
  * which saves a pass over the calls when it counts them anyway.
  */
 int nccl_load(struct trace *t, bool required, bool count_calls, struct nccl_info *info);
+/* The same without communicators (none, no calls), for a trace whose
+ * events the caller knows to hold no communicator init: the views' scans
+ * of every event are what nccl_load costs. */
+int nccl_load_version(struct trace *t, bool required, struct nccl_info *info);
 void nccl_info_free(struct nccl_info *info);
 
 /* The comm of info with that comm_id, or NULL. */

@@ -16,6 +16,8 @@ Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
 Suite *readonly_suite(void);     /* test_readonly.c */
 Suite *collcalls_suite(void);    /* test_collcalls.c */
 Suite *conventions_suite(void);  /* test_conventions.c */
+Suite *model_views_suite(void);  /* test_model_views.c */
+Suite *progress_suite(void);     /* test_progress.c */
 
 int main(void)
 {
@@ -41,6 +43,8 @@ int main(void)
     srunner_add_suite(runner, stacks_merge_suite());
     srunner_add_suite(runner, readonly_suite());
     srunner_add_suite(runner, conventions_suite());
+    srunner_add_suite(runner, model_views_suite());
+    srunner_add_suite(runner, progress_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

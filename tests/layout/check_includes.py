@@ -42,8 +42,6 @@ KNOWN = {
 
 LIMIT = 1000
 LONG = {
-    "analyzer/cmd/summary.c": "written before the rule; being split by idea (issue 16)",
-    "analyzer/model/gpumodel.c": "written before the rule; being split by idea (issue 16)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,0 +1,209 @@
+/*
+ * loader.h - the GPU model loader's private state, shared by the files that
+ * load a run (gpumodel.h is the public side): load.c reads each trace's
+ * small tables and drives the load, pairing.c makes the one pass over its
+ * events (allocations paired with their frees), callstats.c counts what
+ * summary reports in that same pass, streams.c orders the result once
+ * every trace is in. Nothing outside analyzer/model/ includes it.
+ */
+#ifndef CUTRACE_ANALYZER_MODEL_LOADER_H
+#define CUTRACE_ANALYZER_MODEL_LOADER_H
+
+#include "model/gpumodel.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MIB                  (1ll << 20)
+#define GM_PENDING           (UINT32_MAX - 1) /* device -1: resolved after the pass */
+#define MAX_DEVICES          64               /* device ordinals per process that get a GPU */
+#define MAX_CONTAINMENT_SCAN (64ll << 20)     /* live allocations examined for interior exports */
+
+/* realloc to exactly count elements; out of memory ends the process like xmalloc. */
+void *ld_resize(void *array, size_t count, size_t size);
+
+/* ---- string interning (api names, clocks, handles, texts) ---- */
+
+struct strtab {
+    char **strings; /* by id */
+    size_t count, cap;
+    uint32_t *slots; /* id + 1, 0 empty */
+    size_t nslots;
+};
+
+/* The id of s (added if new); NULL is "". */
+uint32_t strtab_id(struct strtab *t, const char *s);
+/* The id of s, or GM_NONE when it was never added. */
+uint32_t strtab_find(const struct strtab *t, const char *s);
+void strtab_free(struct strtab *t, bool keep_strings);
+/* The id of s in t, GM_NONE for NULL. */
+uint32_t strtab_id_or_none(struct strtab *t, const char *s);
+
+/* ---- the loader's private state ---- */
+
+enum role {
+    ROLE_OTHER,
+    ROLE_ALLOC,
+    ROLE_FREE,
+    ROLE_RESET,
+    ROLE_MEMINFO,
+    ROLE_IPC_EXPORT,
+    ROLE_CAPTURE_BEGIN,
+    ROLE_CAPTURE_END,
+    ROLE_COMM_INIT,
+    ROLE_COLLECTIVE,
+    ROLE_LOOKUP,
+};
+
+/* One api of a trace's apis table, as the loader needs it. */
+struct api_info {
+    enum role role;
+    uint32_t role_id;  /* the role text, interned per trace: views compare roles as text */
+    bool null_role;    /* SQL NULL never equals anything */
+    uint32_t space_id; /* the space text, interned per trace */
+    bool resettable;   /* space device, host or ipc: a device reset ends it */
+    bool ipc_space;    /* an IPC handle open (cudaIpcOpenMemHandle and the driver's) */
+    bool nccl_layer;   /* layer 'nccl' (the nccl_events view) */
+    uint8_t nccl;      /* enum cc_role: read for the NCCL calls (collcalls.h) */
+    enum gm_kind kind;
+    uint32_t name;                  /* model-wide api name id */
+    uint32_t layer_text, role_text; /* model-wide gm_text ids, GM_NONE for NULL */
+    uint8_t layer;                  /* enum result_layer */
+    uint32_t index;                 /* its index in the trace's apis */
+};
+
+struct module_range {
+    int64_t start, end, id;
+    uint32_t name; /* model-wide module name id */
+    uint32_t path; /* model-wide gm_text id */
+    bool nccl;
+};
+
+/* An IPC handle exported (exporter's allocation) or opened (the mapping). */
+struct handle_use {
+    uint32_t handle; /* interned handle_hex, GM_NONE until the ipc pass finds it */
+    /* An index, not a pointer: a process's allocs grow while it loads.
+     * m->procs itself stays put until every trace is loaded. */
+    struct gm_process *proc;
+    size_t alloc;
+    int64_t seq; /* the export's or open's call */
+};
+
+/* Per process, kept for the notes. */
+struct proc_extra {
+    int format_version;
+    int64_t no_gpu_events;
+    int64_t devices_without_uuid;
+    bool scan_capped;
+    bool many_devices;
+    bool missing_boot_id;
+};
+
+struct loader {
+    struct gm_model *m;
+    struct strtab apis, clocks, handles, modules, texts;
+    struct gpu_entry {
+        struct gm_gpu gpu;
+    } * gpus;
+    size_t ngpus, gpus_cap;
+    struct handle_use *exports, *opens;
+    size_t nexports, exports_cap, nopens, opens_cap;
+    struct proc_extra *extra;
+    int64_t events_read; /* for the progress line */
+    size_t traces_done, traces;
+};
+
+struct callstats; /* callstats.c */
+
+/* Per trace, during its calls pass. */
+struct pass {
+    struct loader *L;
+    struct gm_process *p;
+    struct proc_extra *x;
+    struct api_info *infos; /* by index in the trace's apis */
+    struct strtab names;    /* api names of the trace, first row of each */
+    uint32_t *name_info;    /* names id -> index in infos */
+    int64_t *api_ids;       /* the trace's api ids, ascending ... */
+    uint32_t *api_rows;     /* ... and the index in infos of each */
+    size_t napi_ids;
+    struct strtab roles, spaces;
+    uint32_t device_space; /* space id of "device", GM_NONE if absent */
+    struct module_range *modules;
+    size_t nmodules;
+    /* seq -> role of every call so far, for the parent of nested calls */
+    int64_t *seqs;
+    uint32_t *seq_roles; /* role_id, or GM_NONE for a NULL role */
+    uint8_t *seq_memory; /* 1: alloc, free or reset */
+    uint32_t *seq_apis;  /* model-wide api name of the call */
+    size_t nseqs, seqs_cap, seq_roles_cap, seq_memory_cap, seq_apis_cap;
+    /* (space, ptr) -> allocation index (live) or -1 (seen, ended) */
+    struct slot {
+        int64_t ptr;
+        uint32_t space;
+        bool used;
+        int64_t value;
+    } * map;
+    size_t nmap_slots, nmap_used;
+    /* live allocations, for resets and interior exports */
+    uint32_t *live;
+    size_t nlive, live_cap;
+    uint32_t *live_slot; /* per allocation: its index in live, GM_NONE */
+    uint8_t *resettable; /* per allocation: in a space a device reset ends */
+    size_t live_slot_cap, resettable_cap;
+    /* device ordinal -> gpu */
+    struct devmap {
+        int64_t ordinal;
+        uint32_t gpu;
+    } * devmap;
+    size_t ndevmap, devmap_cap;
+    size_t devices_cap;        /* of p->devices, which holds the devices table's rows first */
+    uint32_t *first_call_gpus; /* GPUs that got a GM_EV_FIRST_CALL */
+    size_t nfirst, first_cap;
+    bool seen_call, seen_export, seen_open, seen_collective;
+    int64_t scanned;
+    size_t events_cap, allocs_cap, comms_cap;
+    struct callstats *stats;
+};
+
+/* One row of the events table, decoded. */
+struct call_row {
+    int64_t seq, t_ns, dur_ns, wait_ns, device, ptr, size, result, parent_seq;
+    int64_t arg0, arg1, arg2, arg3, caller;
+    int64_t order; /* calls.effect_order, never below 2 * seq */
+    bool nested, has_parent;
+    bool logical; /* not a second sighting of its parent's event (logical_events) */
+    const struct api_info *info;
+};
+
+/* load.c */
+uint32_t ld_gpu_of(struct pass *s, int64_t ordinal);
+const struct module_range *ld_module_at(const struct pass *s, int64_t caller);
+const struct api_info *ld_api_of(const struct pass *s, const char *name);
+const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id);
+
+/* pairing.c: the pass over the events, then the ipc view. */
+/* The index in s->seqs of the call with that seq among those read so far,
+ * SIZE_MAX if none. */
+size_t ld_seq_index(const struct pass *s, int64_t seq);
+int ld_read_calls(struct pass *s);
+int ld_read_ipc(struct pass *s, size_t first_export);
+void ld_resolve_pending(struct pass *s);
+
+/* callstats.c: summary's counters, fed by the pass. */
+/* The process's device of that ordinal, made on first use. */
+struct gm_device *ld_device(struct pass *s, int64_t ordinal);
+void cs_begin(struct pass *s);
+/* Every row, in seq order as read (handle: the row's blob, for lookups). */
+void cs_row(struct pass *s, const struct call_row *c, const void *handle, int handle_len);
+/* A successful logical cudaMemGetInfo, applied in effect order. */
+void cs_meminfo(struct pass *s, const struct call_row *c);
+/* An allocation became live (+1) or ended (-1). */
+void cs_live(struct pass *s, const struct gm_alloc *a, int sign);
+/* Hands the counters to the process (sorted), frees the rest. */
+void cs_finish(struct pass *s);
+
+/* streams.c: once every trace is loaded. */
+void ld_finish_model(struct loader *L);
+
+#endif
