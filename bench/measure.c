@@ -5,7 +5,9 @@
  *   measure [-t SECONDS] OUTFILE COMMAND [ARGS...]
  *
  * Runs COMMAND, waits for it with wait4(2) and writes one line to OUTFILE:
- * "<wall seconds> <max RSS in KiB> <status>", status being the command's
+ * "<wall seconds> <CPU seconds> <max RSS in KiB> <status>" (CPU: user +
+ * system, what a shared machine's other processes do not inflate), status
+ * being the command's
  * exit status, 128 + N when signal N ended it, or "timeout" when it ran past
  * -t SECONDS (it is then killed). Exits 0 when the line was written.
  */
@@ -79,10 +81,12 @@ int main(int argc, char **argv)
         return 1;
     }
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
     if (timed_out)
-        fprintf(f, "%.3f %ld timeout\n", secs, ru.ru_maxrss);
+        fprintf(f, "%.3f %.3f %ld timeout\n", secs, cpu, ru.ru_maxrss);
     else
-        fprintf(f, "%.3f %ld %d\n", secs, ru.ru_maxrss,
+        fprintf(f, "%.3f %.3f %ld %d\n", secs, cpu, ru.ru_maxrss,
                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     return fclose(f) == 0 ? 0 : 1;
 }
