@@ -147,7 +147,7 @@ static void print_members(const struct listing *ls, const struct coll_group *g)
     static const struct table_column columns[] = {
         {"rank", TABLE_RIGHT, 0},     {"pid", TABLE_RIGHT, 0},      {"host", TABLE_LEFT, 16},
         {"device", TABLE_RIGHT, 0},   {"gpu uuid", TABLE_LEFT, 40}, {"init", TABLE_LEFT, 16},
-        {"lifetime", TABLE_LEFT, 24},
+        {"lifetime", TABLE_RIGHT, 0}, {"", TABLE_LEFT, 24},
     };
     struct table *tab = table_new(columns, sizeof(columns) / sizeof(columns[0]));
     char buf[UNITS_BUF], result[64];
@@ -175,14 +175,18 @@ static void print_members(const struct listing *ls, const struct coll_group *g)
             table_cell(tab, "ok");
         else
             table_cell(tab, result_describe(result, sizeof(result), LAYER_NCCL, c->init_result));
-        if (c->init_result != 0)
+        /* The duration in a number column (never cut), how it ended beside it. */
+        if (c->init_result != 0) {
             table_cell(tab, "-");
-        else if (c->destroyed)
-            table_cellf(tab, "%s, %s",
-                        format_duration(buf, sizeof(buf), gm_sub(c->t_destroy_ns, c->t_init_ns)),
-                        nccl_end_text(c));
-        else
+            table_cell(tab, "");
+        } else if (c->destroyed) {
+            table_cellf(tab, "%s,",
+                        format_duration(buf, sizeof(buf), gm_sub(c->t_destroy_ns, c->t_init_ns)));
             table_cell(tab, nccl_end_text(c));
+        } else {
+            table_cell(tab, "");
+            table_cell(tab, nccl_end_text(c));
+        }
     }
     table_print(tab, stdout, 2);
     table_free(tab);
@@ -206,7 +210,7 @@ static void print_op(const struct coll_group *g, const struct coll_op *op)
     text_print_wrapped(stdout, line, 2);
 
     static const struct table_column columns[] = {
-        {"type", TABLE_LEFT, 12},    {"size", TABLE_LEFT, 0},       {"calls/rank", TABLE_RIGHT, 0},
+        {"type", TABLE_LEFT, 12},    {"size", TABLE_RIGHT, 0},      {"calls/rank", TABLE_RIGHT, 0},
         {"bytes", TABLE_RIGHT, 0},   {"host time", TABLE_RIGHT, 0}, {"mean", TABLE_RIGHT, 0},
         {"max", TABLE_RIGHT, 0},     {"graph", TABLE_RIGHT, 0},     {"eager", TABLE_RIGHT, 0},
         {"grouped", TABLE_RIGHT, 0}, {"failed", TABLE_RIGHT, 0},
@@ -239,7 +243,7 @@ static void print_op(const struct coll_group *g, const struct coll_op *op)
 static void print_pairs(const struct listing *ls, const struct coll_group *g)
 {
     static const struct table_column columns[] = {
-        {"point-to-point", TABLE_LEFT, 0},  {"sends", TABLE_RIGHT, 0},
+        {"point-to-point", TABLE_RIGHT, 0}, {"sends", TABLE_RIGHT, 0},
         {"recvs", TABLE_RIGHT, 0},          {"bytes sent", TABLE_RIGHT, 0},
         {"bytes received", TABLE_RIGHT, 0}, {"", TABLE_LEFT, 0},
     };

@@ -799,6 +799,41 @@ START_TEST(test_fail_on_problem)
 }
 END_TEST
 
+/* Width from COLUMNS; on a narrow terminal lines wrap and tables shorten
+ * their text, but no number of the wide report is lost or cut. */
+START_TEST(test_narrow_terminal)
+{
+    char *dir = nccl_dir(NCCL_SCENARIO_SHORT_RANK | NCCL_SCENARIO_FAILED_CALL);
+    const char *args[] = {"collectives", dir, NULL};
+    struct proc_result wide = run_cutrace(args, (const char *[]){"COLUMNS", NULL});
+    struct proc_result tiny = run_cutrace(args, (const char *[]){"COLUMNS=10", NULL});
+    ck_assert_int_eq(wide.status, 0);
+    ck_assert_int_eq(tiny.status, 0);
+    ck_assert_str_ne(wide.out, tiny.out);
+    char *narrow = squeeze(tiny.out);
+    for (char *p = narrow; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    size_t numbers = 0;
+    char *copy = strdup(wide.out), *save = NULL;
+    for (char *word = strtok_r(copy, " \n", &save); word; word = strtok_r(NULL, " \n", &save)) {
+        if (word[0] < '0' || word[0] > '9')
+            continue;
+        char needle[128];
+        snprintf(needle, sizeof(needle), " %s ", word);
+        ck_assert_msg(strstr(narrow, needle) || strncmp(narrow, needle + 1, strlen(word)) == 0,
+                      "%s lost at COLUMNS=10:\n%s", word, tiny.out);
+        numbers++;
+    }
+    ck_assert_uint_ge(numbers, 100);
+    free(copy);
+    free(narrow);
+    proc_result_free(&wide);
+    proc_result_free(&tiny);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *collectives_suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -819,6 +854,7 @@ Suite *collectives_suite(void)
     tcase_add_test(tc, test_csv_tables);
     tcase_add_test(tc, test_filters);
     tcase_add_test(tc, test_fail_on_problem);
+    tcase_add_test(tc, test_narrow_terminal);
     suite_add_tcase(s, tc);
     return s;
 }
