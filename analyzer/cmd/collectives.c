@@ -847,26 +847,20 @@ static void csv_problems(const struct listing *ls, struct csv_writer *w)
             csv_problem(w, r->groups[gi].hash, &r->groups[gi].problems[i]);
 }
 
+/* The writers of csv_tables, in its order. */
+static void (*const csv_writers[])(const struct listing *, struct csv_writer *) = {
+    [CSV_COMMUNICATORS] = csv_communicators,
+    [CSV_MEMBERS] = csv_members,
+    [CSV_OPS] = csv_ops,
+    [CSV_PAIRS] = csv_pairs,
+    [CSV_PROBLEMS] = csv_problems,
+};
+
 static void print_csv(const struct listing *ls, size_t table)
 {
+    assert(table < sizeof(csv_writers) / sizeof(csv_writers[0]) && csv_tables[table]);
     struct csv_writer w;
-    switch ((enum csv_table)table) {
-    case CSV_COMMUNICATORS:
-        csv_communicators(ls, &w);
-        break;
-    case CSV_MEMBERS:
-        csv_members(ls, &w);
-        break;
-    case CSV_OPS:
-        csv_ops(ls, &w);
-        break;
-    case CSV_PAIRS:
-        csv_pairs(ls, &w);
-        break;
-    case CSV_PROBLEMS:
-        csv_problems(ls, &w);
-        break;
-    }
+    csv_writers[table](ls, &w);
 }
 
 /* ---- the command ---- */
