@@ -18,6 +18,8 @@
 #include "model/modules.h"
 
 #include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +102,24 @@ size_t summary_gpu_neighbours(const struct summary_report *r, const struct devic
     if (d->gpu == SIZE_MAX)
         return 0;
     return r->gpus[d->gpu].nprocesses - 1;
+}
+
+char *summary_gpu_pids(const struct summary_report *r, const struct gpu_report *g, char sep,
+                       char *buf, size_t size)
+{
+    assert(buf && size > 0);
+    const char joint[2] = {sep, '\0'};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < g->nprocesses && len < size; k++) {
+        const struct process_report *p = &r->processes[g->processes[k]];
+        const char *s = k ? joint : "";
+        if (p->has_pid)
+            len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64, s, p->pid);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s?", s);
+    }
+    return buf;
 }
 
 int summary_compare_apis(const void *a, const void *b)

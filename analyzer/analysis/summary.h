@@ -229,6 +229,10 @@ bool summary_is_lookup(const char *role);
 const char *summary_end_state_text(const char *state);
 /* Other traced processes that share the device's GPU. */
 size_t summary_gpu_neighbours(const struct summary_report *r, const struct device_report *d);
+/* The pids of the GPU's processes, in report order, joined by sep ("?" for
+ * an unknown pid), cut to fit buf. Returns buf. */
+char *summary_gpu_pids(const struct summary_report *r, const struct gpu_report *g, char sep,
+                       char *buf, size_t size);
 /* Most calls first, then by api, layer and parent (NULL last). */
 int summary_compare_apis(const void *a, const void *b);
 /* A device's modules: by_live, those that issued GPU memory, most live at

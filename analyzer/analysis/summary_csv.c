@@ -120,16 +120,7 @@ static void print_gpus(const struct summary_report *r, FILE *out)
         csv_uint(&w, g->nprocesses);
         /* Every process on the GPU: the row's numbers are theirs together. */
         char pids[512];
-        size_t len = 0;
-        pids[0] = '\0';
-        for (size_t k = 0; k < g->nprocesses && len < sizeof(pids); k++) {
-            const struct process_report *p = &r->processes[g->processes[k]];
-            if (p->has_pid)
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%" PRId64, k ? " " : "",
-                                        p->pid);
-            else
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s?", k ? " " : "");
-        }
+        summary_gpu_pids(r, g, ' ', pids, sizeof(pids));
         csv_string(&w, pids);
         if (g->has_meminfo) {
             const struct process_report *p = &r->processes[g->meminfo_process];

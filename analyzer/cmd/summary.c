@@ -534,17 +534,7 @@ static void print_gpu_table(const struct summary_report *r)
         table_cell(tab, g->uuid);
         table_cell(tab, g->name);
         char pids[256];
-        size_t len = 0;
-        pids[0] = '\0';
-        for (size_t k = 0; k < g->nprocesses && len < sizeof(pids); k++) {
-            const struct process_report *p = &r->processes[g->processes[k]];
-            if (p->has_pid)
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%" PRId64, k ? "," : "",
-                                        p->pid);
-            else
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s?", k ? "," : "");
-        }
-        table_cell(tab, pids);
+        table_cell(tab, summary_gpu_pids(r, g, ',', pids, sizeof(pids)));
         if (g->has_meminfo) {
             int64_t used = summary_meminfo_used(g->meminfo_total, g->meminfo_free);
             table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)used));
