@@ -4,7 +4,8 @@
 #   make deps       install missing Debian packages (root) or say how
 #   make test       unit tests (plain, ASan+UBSan, TSan) and integration tests
 #   make demo       trace the example program on the simulated GPUs
-#   make bench      hot-path cost, printed as ratios against an untraced run
+#   make bench      hot-path cost as ratios against an untraced run; the analyzer's
+#                   speed and memory on synthetic 8-rank runs against a plain scan
 #   make fuzz       libFuzzer on the trace loader and recovery (FUZZ_SECONDS each; not in CI)
 #   make gpu-test   cutrace on a real NVIDIA GPU (tests/gpu/README.md; GPU=required fails without one)
 #   make install PREFIX=/usr/local

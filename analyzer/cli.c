@@ -354,3 +354,28 @@ char *cli_path_join(const char *dir, const char *name)
         return xasprintf("%s%s", dir, name);
     return xasprintf("%s/%s", dir, name);
 }
+
+int cli_report_parse(int argc, char **argv, const char *usage, const char *const *csv_tables,
+                     struct cli_report_opts *o, const char **path)
+{
+    static const struct option options[] = {
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    cli_report_init(o);
+    int c;
+    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
+        if (cli_report_option(o, c, optarg))
+            continue;
+        return c == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    if (optind >= argc)
+        return cli_usage_error(argv[0], "missing trace directory");
+    if (argc - optind > 1)
+        return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
+                               argc - optind);
+    *path = argv[optind];
+    return cli_report_finish(o, argv[0], csv_tables);
+}

@@ -164,6 +164,15 @@ int cli_report_finish(struct cli_report_opts *o, const char *command,
 bool cli_report_filtered(const struct cli_report_opts *o);
 
 /*
+ * The whole command line of a report that takes only the shared options and
+ * one trace directory (or file): the loop above, then the operand into
+ * *path. Returns CLI_PARSED, or the exit code the command should return
+ * (0 after --help, CLI_EXIT_USAGE after the one-line usage error).
+ */
+int cli_report_parse(int argc, char **argv, const char *usage, const char *const *csv_tables,
+                     struct cli_report_opts *o, const char **path);
+
+/*
  * Parses "0,2,4-7" (decimal numbers >= 0, ranges lo-hi with lo <= hi,
  * separated by commas, nothing else) into *ranges (malloc'd, *n of them).
  * Returns 0, or -1 for anything else (nothing is allocated).

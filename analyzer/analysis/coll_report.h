@@ -23,6 +23,7 @@ struct coll_op_count {
  * from model/nccl.h. */
 struct coll_proc {
     const struct trace *trace;
+    uint32_t model_proc; /* its index in the model's processes (what filters match) */
     bool has_pid;
     int64_t pid;
     const char *host; /* borrowed from the model; NULL unknown */

@@ -664,6 +664,7 @@ static int load(struct coll_report *r, struct trace_set *set)
     for (size_t i = 0; i < set->count; i++) {
         const struct gm_process *gp = model_process(&r->model, r->procs[i].trace);
         assert(gp && "gm_load loads every trace of the set");
+        r->procs[i].model_proc = (uint32_t)(gp - r->model.procs);
         take_identity(&r->procs[i], gp);
         add_members(r, i, gp);
         take_calls(r, i, gp);

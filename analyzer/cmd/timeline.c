@@ -638,31 +638,11 @@ static bool found_problem(const struct gm_model *m, const struct gm_filter *f,
 
 int cmd_timeline(int argc, char **argv)
 {
-    static const struct option options[] = {
-        CLI_FILTER_OPTIONS,
-        CLI_FORMAT_OPTIONS,
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     struct cli_report_opts o;
-    cli_report_init(&o);
-    int c;
-    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
-        if (cli_report_option(&o, c, optarg))
-            continue;
-        if (c == 'h')
-            return CLI_EXIT_OK;
-        return CLI_EXIT_USAGE;
-    }
-    if (optind >= argc)
-        return cli_usage_error(argv[0], "missing trace directory");
-    if (argc - optind > 1)
-        return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
-                               argc - optind);
-    const char *path = argv[optind];
-    int finished = cli_report_finish(&o, argv[0], csv_tables);
-    if (finished != CLI_PARSED)
-        return finished;
+    const char *path;
+    int parsed = cli_report_parse(argc, argv, usage, csv_tables, &o, &path);
+    if (parsed != CLI_PARSED)
+        return parsed;
 
     struct trace_set set;
     if (trace_set_open(&set, path) != 0)

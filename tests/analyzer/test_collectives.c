@@ -621,6 +621,219 @@ START_TEST(test_cli_conventions)
 }
 END_TEST
 
+/* ---- the shared conventions: --csv tables, filters, --fail-on-problem ---- */
+
+/* cutrace collectives with these options on dir; exit `status` expected. */
+static struct proc_result run_args(const char *const *args, int status)
+{
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(!r.signaled && r.status == status, "%s %s: exit %d, not %d; stderr:\n%.1500s",
+                  args[1], args[2], r.status, status, r.err);
+    return r;
+}
+
+START_TEST(test_csv_tables)
+{
+    char *dir = nccl_dir(NCCL_SCENARIO_UNMATCHED | NCCL_SCENARIO_SHORT_RANK);
+    const char *comms[] = {"collectives", "--csv", dir, NULL};
+    struct proc_result r = run_args(comms, 0);
+    ck_assert_str_eq(r.out, "unique_id_hash,nranks,ranks_traced,missing_ranks,complete,"
+                            "parent_unique_id_hash,color,collective_calls,p2p_calls,"
+                            "failed_calls,problems\r\n" NCCL_WORLD_HASH_HEX
+                            ",4,4,0,1,,,67,15,0,2\r\n" NCCL_TP_HASH_HEX
+                            ",2,2,0,1," NCCL_WORLD_HASH_HEX ",0,10,0,0,0\r\n");
+    proc_result_free(&r);
+
+    /* A row per rank of each communicator: 4 of world, 2 of tp. */
+    const char *members[] = {"collectives", "--csv=members", dir, NULL};
+    r = run_args(members, 0);
+    ck_assert_uint_eq(count_lines(r.out), 1 + 4 + 2);
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",3,4,1003,node2,");
+    assert_contains(r.out, ",1,0,GPU-00000002-0000-0000-0000-000000000000,0,ncclSuccess,"
+                           "destroy,29000,21,0\r\n");
+    proc_result_free(&r);
+
+    /* Raw numbers: bytes and the size bucket's bounds as integers. */
+    const char *ops[] = {"collectives", "--csv=ops", dir, NULL};
+    r = run_args(ops, 0);
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",ncclAllReduce,collective,bfloat16,"
+                           "1-2 MiB,1048576,2097152,39,9,10,0,61341696,");
+    assert_contains(r.out, ",ncclSend,p2p,");
+    /* ... and times in nanoseconds: rank 0's first takes 50 us. */
+    assert_contains(r.out, ",126000,3230,50000,16,23,0,0\r\n");
+    ck_assert_ptr_null(strstr(r.out, " us"));
+    proc_result_free(&r);
+
+    const char *pairs[] = {"collectives", "--csv=pairs", dir, NULL};
+    r = run_args(pairs, 0);
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",0,1,2,131072,1,65536,0\r\n");
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",1,2,2,131072,2,131072,1\r\n");
+    ck_assert_uint_eq(count_lines(r.out), 1 + 4);
+    proc_result_free(&r);
+
+    /* The message holds a comma: quoted. */
+    const char *problems[] = {"collectives", "--csv=problems", dir, NULL};
+    r = run_args(problems, 0);
+    assert_contains(r.out, "unique_id_hash,kind,op,expected,ranks,message\r\n");
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",call_counts_differ,ncclAllReduce,12,3,"
+                           "\"rank 3 made 11 ncclAllReduce, the others 12: ");
+    assert_contains(r.out, "\r\n" NCCL_WORLD_HASH_HEX ",p2p_unmatched,,2,0 1,\"rank 0 sent 2");
+    ck_assert_uint_eq(count_lines(r.out), 1 + 2);
+    proc_result_free(&r);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_filters)
+{
+    char *dir = nccl_dir(NCCL_SCENARIO_SHORT_RANK);
+    /* Rank 3: only its row of world is listed, tp (ranks 0 and 1) is not, and
+     * its pairs are those with rank 3 on a side. */
+    const char *rank3[] = {"collectives", "--rank", "3", dir, NULL};
+    struct proc_result r = run_args(rank3, 0);
+    char *out = squeeze(r.out);
+    assert_contains(out, ": 4 processes, 2 communicators, NCCL 2.28.9\n");
+    assert_contains(out, "\n 3 1003 node2 1 GPU-00000003-");
+    ck_assert_ptr_null(strstr(out, " 0 1000 node1 "));
+    ck_assert_ptr_null(strstr(out, "Communicator " NCCL_TP_HASH_HEX));
+    assert_contains(out, "\n 2 -> 3 2 2 ");
+    assert_contains(out, "\n 3 -> 0 2 2 ");
+    ck_assert_ptr_null(strstr(out, "\n 0 -> 1 "));
+    /* The check is still over every rank: rank 3 made fewer calls than its peers. */
+    assert_contains(out, " ncclAllReduce: 47 calls; RANKS DIFFER, 11 to 12 per rank\n");
+    assert_contains(out, " problems 1 (listed under each communicator)\n");
+    free(out);
+    proc_result_free(&r);
+
+    /* Rank 0 is listed with the problem of rank 3 in its communicator; its
+     * own calls in per_rank, the range over all ranks. */
+    const char *rank0[] = {"collectives", "--json", "--rank", "0", dir, NULL};
+    r = run_args(rank0, 0);
+    char *j = compact(r.out);
+    assert_contains(j, "\"min_calls_per_rank\":11,\"max_calls_per_rank\":12,\"ranks_agree\":false,"
+                       "\"per_rank\":[{\"rank\":0,\"pid\":1000,\"comm_id\":1,\"calls\":12}],");
+    /* No process or member of node2 (the problem names rank 3: it is its finding). */
+    ck_assert_ptr_null(strstr(j, "\"file\":\"node2-"));
+    assert_contains(j, "\"ranks\":[{\"rank\":3,\"pid\":1003,\"value\":11}]");
+    assert_contains(j, "\"kind\":\"call_counts_differ\"");
+    assert_contains(j, "\"problems\":1}");
+    free(j);
+    proc_result_free(&r);
+
+    /* --host, --pid and --gpu choose the members in the CSV table. */
+    const struct {
+        const char *opt, *value;
+        size_t rows;
+        const char *present, *absent;
+    } cases[] = {
+        {"--host", "node1", 4, ",0,4,1000,node1,", ",1003,"},
+        {"--pid", "1001,1003", 3, ",1,2,1001,node1,", ",1000,"},
+        {"--gpu", "GPU-00000002", 1, ",2,4,1002,node2,", ",1001,"},
+        {"--rank", "2-3", 2, ",3,4,1003,", NCCL_TP_HASH_HEX},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *args[] = {"collectives", "--csv=members", cases[i].opt, cases[i].value, dir,
+                              NULL};
+        r = run_args(args, 0);
+        ck_assert_msg(count_lines(r.out) == 1 + cases[i].rows, "%s %s:\n%s", cases[i].opt,
+                      cases[i].value, r.out);
+        assert_contains(r.out, cases[i].present);
+        ck_assert_msg(!strstr(r.out, cases[i].absent), "%s %s lists %s", cases[i].opt,
+                      cases[i].value, cases[i].absent);
+        proc_result_free(&r);
+    }
+
+    /* Nothing matches: a usage error saying what there is. */
+    const char *none[] = {"collectives", "--rank", "9", dir, NULL};
+    r = run_args(none, 2);
+    ck_assert_uint_eq(r.out_len, 0);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    assert_contains(r.err, "cutrace collectives: --rank 9: no process of these traces matches");
+    proc_result_free(&r);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_fail_on_problem)
+{
+    /* Each finding of the checks fails CI; the report is printed in full first. */
+    const unsigned found[] = {NCCL_SCENARIO_SHORT_RANK, NCCL_SCENARIO_NO_RANK_2,
+                              NCCL_SCENARIO_UNMATCHED, NCCL_SCENARIO_FAILED_CALL,
+                              NCCL_SCENARIO_FAILED_INIT};
+    for (size_t i = 0; i < sizeof(found) / sizeof(found[0]); i++) {
+        char *dir = nccl_dir(found[i]);
+        const char *plain[] = {"collectives", dir, NULL};
+        struct proc_result r = run_args(plain, 0);
+        proc_result_free(&r);
+        const char *fail[] = {"collectives", "--fail-on-problem", dir, NULL};
+        r = run_args(fail, 3);
+        assert_contains(r.out, "\nCommunicator " NCCL_WORLD_HASH_HEX ": ");
+        ck_assert_uint_eq(r.err_len, 0);
+        proc_result_free(&r);
+        const char *json[] = {"collectives", "--json", "--fail-on-problem", dir, NULL};
+        r = run_args(json, 3);
+        ck_assert(json_valid(r.out));
+        proc_result_free(&r);
+        scratch_remove(dir);
+    }
+    char *dir = nccl_dir(NCCL_SCENARIO_DEFAULT);
+    const char *clean[] = {"collectives", "--fail-on-problem", dir, NULL};
+    struct proc_result r = run_args(clean, 0);
+    assert_contains(r.out, " problems   none found\n");
+    proc_result_free(&r);
+    scratch_remove(dir);
+
+    /* Only what is listed counts: the failed tp split of rank 1 is not in
+     * the communicators of ranks 2 and 3. */
+    dir = nccl_dir(NCCL_SCENARIO_FAILED_INIT);
+    const char *others[] = {"collectives", "--fail-on-problem", "--rank", "2-3", dir, NULL};
+    r = run_args(others, 0);
+    assert_contains(r.out, " problems   0 where the ranks listed are, of 1 in all\n");
+    ck_assert_ptr_null(strstr(r.out, "ncclCommSplit failed"));
+    proc_result_free(&r);
+    const char *rank1[] = {"collectives", "--fail-on-problem", "--rank", "1", dir, NULL};
+    r = run_args(rank1, 3);
+    assert_contains(r.out, "ncclCommSplit failed");
+    proc_result_free(&r);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* Width from COLUMNS; on a narrow terminal lines wrap and tables shorten
+ * their text, but no number of the wide report is lost or cut. */
+START_TEST(test_narrow_terminal)
+{
+    char *dir = nccl_dir(NCCL_SCENARIO_SHORT_RANK | NCCL_SCENARIO_FAILED_CALL);
+    const char *args[] = {"collectives", dir, NULL};
+    struct proc_result wide = run_cutrace(args, (const char *[]){"COLUMNS", NULL});
+    struct proc_result tiny = run_cutrace(args, (const char *[]){"COLUMNS=10", NULL});
+    ck_assert_int_eq(wide.status, 0);
+    ck_assert_int_eq(tiny.status, 0);
+    ck_assert_str_ne(wide.out, tiny.out);
+    char *narrow = squeeze(tiny.out);
+    for (char *p = narrow; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    size_t numbers = 0;
+    char *copy = strdup(wide.out), *save = NULL;
+    for (char *word = strtok_r(copy, " \n", &save); word; word = strtok_r(NULL, " \n", &save)) {
+        if (word[0] < '0' || word[0] > '9')
+            continue;
+        char needle[128];
+        snprintf(needle, sizeof(needle), " %s ", word);
+        ck_assert_msg(strstr(narrow, needle) || strncmp(narrow, needle + 1, strlen(word)) == 0,
+                      "%s lost at COLUMNS=10:\n%s", word, tiny.out);
+        numbers++;
+    }
+    ck_assert_uint_ge(numbers, 100);
+    free(copy);
+    free(narrow);
+    proc_result_free(&wide);
+    proc_result_free(&tiny);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *collectives_suite(void)
 {
     Suite *s = suite_create("collectives");
@@ -638,6 +851,10 @@ Suite *collectives_suite(void)
     tcase_add_test(tc, test_summary_shows_communicators);
     tcase_add_test(tc, test_hostile_values);
     tcase_add_test(tc, test_cli_conventions);
+    tcase_add_test(tc, test_csv_tables);
+    tcase_add_test(tc, test_filters);
+    tcase_add_test(tc, test_fail_on_problem);
+    tcase_add_test(tc, test_narrow_terminal);
     suite_add_tcase(s, tc);
     return s;
 }

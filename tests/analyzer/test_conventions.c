@@ -216,6 +216,20 @@ START_TEST(test_csv_every_report)
         {{"recover", "--csv", dir, NULL},
          "ring,db,status,pid,ring_records,new_records,end_state,error\r\n"},
         {{"recover", "--csv=leftovers", dir, NULL}, "file,kind,status,pid,end_state,error\r\n"},
+        {{"collectives", "--csv", dir, NULL},
+         "unique_id_hash,nranks,ranks_traced,missing_ranks,complete,parent_unique_id_hash,color,"
+         "collective_calls,p2p_calls,failed_calls,problems\r\n"},
+        {{"collectives", "--csv=members", dir, NULL},
+         "unique_id_hash,rank,nranks,pid,host,file,comm_id,device,gpu_uuid,init_result,"
+         "init_result_name,end,lifetime_ns,calls,failed_calls\r\n"},
+        {{"collectives", "--csv=ops", dir, NULL},
+         "unique_id_hash,op,kind,datatype,size_bucket,size_min,size_max,calls,"
+         "min_calls_per_rank,max_calls_per_rank,ranks_agree,bytes,dur_ns,mean_dur_ns,max_dur_ns,"
+         "captured,eager,in_group,failed\r\n"},
+        {{"collectives", "--csv=pairs", dir, NULL},
+         "unique_id_hash,from_rank,to_rank,sends,send_bytes,recvs,recv_bytes,matched\r\n"},
+        {{"collectives", "--csv=problems", dir, NULL},
+         "unique_id_hash,kind,op,expected,ranks,message\r\n"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct proc_result r = run(cases[i].args, NULL);
@@ -274,6 +288,7 @@ START_TEST(test_json_csv_exclusive_and_tables)
         (const char *[]){"sites", "--csv", "--json", dir, NULL},
         (const char *[]){"diff", "--json", "--csv", dir, dir, NULL},
         (const char *[]){"recover", "--json", "--csv", dir, NULL},
+        (const char *[]){"collectives", "--csv", "--json", dir, NULL},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_usage(cases[i], "--json and --csv exclude each other");
@@ -281,6 +296,8 @@ START_TEST(test_json_csv_exclusive_and_tables)
     assert_usage(bad_table, "--csv=nope: no such table (tables: milestones)");
     const char *bad_budget[] = {"budget", "--framework", "sglang", "--csv=gpus", dir, NULL};
     assert_usage(bad_budget, "(tables: ranks, jobs)");
+    const char *bad_coll[] = {"collectives", "--csv=gpus", dir, NULL};
+    assert_usage(bad_coll, "(tables: communicators, members, ops, pairs, problems)");
     const char *bad_summary[] = {"summary", "--csv=ranks", dir, NULL};
     assert_usage(bad_summary, "(tables: processes, gpus, apis, memory)");
     const char *folded[] = {"sites", "--folded", "--csv", dir, NULL};
@@ -486,7 +503,8 @@ END_TEST
 
 START_TEST(test_help_lists_the_conventions)
 {
-    const char *reports[] = {"timeline", "budget", "sites", "diff", "recover", "summary"};
+    const char *reports[] = {"timeline", "budget",      "sites",  "diff",
+                             "recover",  "collectives", "summary"};
     for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
         const char *args[] = {reports[i], "--help", NULL};
         struct proc_result r = run(args, NULL);
