@@ -14,9 +14,12 @@
 #include "analysis/summary.h"
 
 #include "cli.h"
+#include "model/filter.h"
 #include "model/modules.h"
 
 #include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +102,24 @@ size_t summary_gpu_neighbours(const struct summary_report *r, const struct devic
     if (d->gpu == SIZE_MAX)
         return 0;
     return r->gpus[d->gpu].nprocesses - 1;
+}
+
+char *summary_gpu_pids(const struct summary_report *r, const struct gpu_report *g, char sep,
+                       char *buf, size_t size)
+{
+    assert(buf && size > 0);
+    const char joint[2] = {sep, '\0'};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < g->nprocesses && len < size; k++) {
+        const struct process_report *p = &r->processes[g->processes[k]];
+        const char *s = k ? joint : "";
+        if (p->has_pid)
+            len += (size_t)snprintf(buf + len, size - len, "%s%" PRId64, s, p->pid);
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s?", s);
+    }
+    return buf;
 }
 
 int summary_compare_apis(const void *a, const void *b)
@@ -602,6 +623,9 @@ void summary_build(struct summary_report *r, const struct gm_model *m, const cha
     for (size_t i = 0; i < m->nprocs; i++) {
         struct process_report *p = &r->processes[i];
         fill_process(p, m, &m->procs[i]);
+        p->shown = true;
+        for (size_t di = 0; di < p->ndevices; di++)
+            p->devices[di].shown = true;
         r->calls = gm_add(r->calls, p->calls);
         r->failed = gm_add(r->failed, p->failed);
     }
@@ -609,8 +633,11 @@ void summary_build(struct summary_report *r, const struct gm_model *m, const cha
     plan_gpus(r);
     for (size_t i = 0; i < r->nprocesses; i++)
         walk_allocations(&r->processes[i], m);
+    r->shown_processes = r->nprocesses;
+    r->shown_gpus = r->ngpus;
     for (size_t gi = 0; gi < r->ngpus; gi++) {
         struct gpu_report *g = &r->gpus[gi];
+        g->shown = true;
         for (size_t k = 0; k < g->nprocesses; k++) {
             struct process_report *p = &r->processes[g->processes[k]];
             for (size_t di = 0; di < p->ndevices; di++) {
@@ -624,6 +651,76 @@ void summary_build(struct summary_report *r, const struct gm_model *m, const cha
             }
         }
     }
+}
+
+/* The model's GPU of a device, GM_NONE for none: by uuid, or for a device
+ * without one, the process's GPU known by its ordinal (gpumodel.h). */
+static uint32_t model_gpu(const struct gm_model *m, const struct gm_process *mp,
+                          const struct device_report *d)
+{
+    for (size_t i = 0; i < mp->ngpus; i++) {
+        const struct gm_gpu *g = &m->gpus[mp->gpus[i]];
+        if (d->uuid ? g->uuid && strcmp(g->uuid, d->uuid) == 0
+                    : !g->uuid && g->ordinal == d->ordinal && d->ordinal >= 0)
+            return mp->gpus[i];
+    }
+    return GM_NONE;
+}
+
+void summary_filter(struct summary_report *r, const struct gm_model *m, const struct gm_filter *f)
+{
+    r->shown_processes = r->shown_gpus = 0;
+    for (size_t i = 0; i < r->nprocesses; i++) {
+        struct process_report *p = &r->processes[i];
+        assert(p->model >= m->procs && p->model < m->procs + m->nprocs);
+        p->shown = gm_filter_proc(f, (uint32_t)(p->model - m->procs));
+        r->shown_processes += p->shown;
+        for (size_t di = 0; di < p->ndevices; di++) {
+            struct device_report *d = &p->devices[di];
+            d->shown = p->shown && (f->gpu < 0 || model_gpu(m, p->model, d) == (uint32_t)f->gpu);
+        }
+    }
+    for (size_t gi = 0; gi < r->ngpus; gi++) {
+        struct gpu_report *g = &r->gpus[gi];
+        uint32_t mg = GM_NONE;
+        for (size_t i = 0; i < m->ngpus && mg == GM_NONE; i++)
+            if (m->gpus[i].uuid && strcmp(m->gpus[i].uuid, g->uuid) == 0)
+                mg = (uint32_t)i;
+        if (mg != GM_NONE) {
+            g->shown = gm_filter_gpu(f, mg);
+        } else {
+            /* A GPU of a devices row that no event used. */
+            g->shown = f->gpu < 0;
+            if (g->shown && f->procs_filtered) {
+                g->shown = false;
+                for (size_t k = 0; k < g->nprocesses && !g->shown; k++)
+                    g->shown = r->processes[g->processes[k]].shown;
+            }
+        }
+        r->shown_gpus += g->shown;
+    }
+}
+
+bool summary_has_problem(const struct summary_report *r)
+{
+    for (size_t i = 0; i < r->nprocesses; i++) {
+        const struct process_report *p = &r->processes[i];
+        if (!p->shown)
+            continue;
+        if (p->model->unknown_frees > 0 || p->model->double_frees > 0)
+            return true;
+        for (size_t di = 0; di < p->ndevices; di++) {
+            const struct device_report *d = &p->devices[di];
+            if (!d->shown)
+                continue;
+            if (d->nfailed > 0)
+                return true;
+            for (int k = KIND_DEVICE; k <= KIND_VMM_HOST && p->model->exited; k++)
+                if (d->mem[k].live_allocs > 0)
+                    return true;
+        }
+    }
+    return false;
 }
 
 void summary_free(struct summary_report *r)

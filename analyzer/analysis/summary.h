@@ -6,7 +6,12 @@
  * by issuing module, the last cudaMemGetInfo with the memory the trace does
  * not explain, failed calls, communicators, end state and env; then per
  * GPU uuid, the latest cudaMemGetInfo among the processes on it and the
- * memory they all had live then. cmd/summary.c prints it as text or JSON.
+ * memory they all had live then. cmd/summary.c prints it as text,
+ * summary_print_json (summary_json.c) as JSON, summary_print_csv
+ * (summary_csv.c) as CSV. The filters (model/filter.h)
+ * choose which processes, devices and GPUs are listed (`shown`); every
+ * number stays computed over all the traces (a GPU's traced live bytes are
+ * those of every process on it).
  *
  * GPU memory is what cudaMemGetInfo sees used: device, managed and vmm
  * (cuMemCreate on a device) allocations. Pinned host memory, cuMemCreate on
@@ -26,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Module names kept apart per process; the rest are summed under
  * SUMMARY_OTHER_MODULES, so that a hostile trace cannot make the report
@@ -106,6 +112,7 @@ struct module_mem {
 struct device_report {
     int64_t ordinal; /* -1: calls made before any device was current */
     bool listed;     /* has a row in `devices` */
+    bool shown;      /* passes the filters (summary_filter) */
     const char *uuid, *name, *pci_bus_id;
     int64_t total_bytes; /* -1 unknown */
     int64_t calls, failed;
@@ -128,6 +135,7 @@ struct device_report {
 
 struct process_report {
     const struct gm_process *model;
+    bool shown; /* passes the filters (summary_filter) */
     const struct trace *trace;
     bool has_pid, has_ppid, has_start_wall, has_start_mono;
     int64_t pid, ppid, start_wall_ns, start_mono_ns;
@@ -153,6 +161,7 @@ struct process_report {
 };
 
 struct gpu_report {
+    bool shown;        /* passes the filters (summary_filter) */
     const char *uuid;  /* borrowed from a device_report */
     const char *name;  /* borrowed */
     size_t *processes; /* indexes into the report's processes, in report order */
@@ -172,11 +181,37 @@ struct summary_report {
     size_t ngpus, gpus_cap;
     int64_t calls, failed;
     size_t devices_without_uuid;
+    size_t shown_processes, shown_gpus; /* all of them unless filtered */
 };
 
 /* The report of a loaded model (loaded with GM_LOAD_NCCL). */
 void summary_build(struct summary_report *r, const struct gm_model *m, const char *path);
 void summary_free(struct summary_report *r);
+
+/*
+ * Lists only what passes f (matched against the model r was built from): a
+ * process that passes, with those of its devices on the --gpu GPU (all of
+ * them without --gpu); a GPU that passes, or, for one the model does not
+ * know, one a listed process used. Nothing is recomputed.
+ */
+struct gm_filter;
+void summary_filter(struct summary_report *r, const struct gm_model *m, const struct gm_filter *f);
+
+/*
+ * --fail-on-problem: among what is listed, a failed call (driver lookups
+ * apart: libraries probe for features with them), memory (device, managed,
+ * vmm or pinned host) still live at the end of a process that exited, or a
+ * successful free of a pointer never allocated or already freed.
+ */
+bool summary_has_problem(const struct summary_report *r);
+
+/* --json: the report as one JSON document (summary_json.c). */
+void summary_print_json(const struct summary_report *r, FILE *out);
+
+/* The tables of --csv, the main one first, NULL-terminated; and the printer
+ * of table `table` (an index into them), raw numbers, listed rows only. */
+extern const char *const summary_csv_tables[];
+void summary_print_csv(const struct summary_report *r, size_t table, FILE *out);
 
 /* ---- derived numbers shared by both renderings ---- */
 
@@ -194,6 +229,10 @@ bool summary_is_lookup(const char *role);
 const char *summary_end_state_text(const char *state);
 /* Other traced processes that share the device's GPU. */
 size_t summary_gpu_neighbours(const struct summary_report *r, const struct device_report *d);
+/* The pids of the GPU's processes, in report order, joined by sep ("?" for
+ * an unknown pid), cut to fit buf. Returns buf. */
+char *summary_gpu_pids(const struct summary_report *r, const struct gpu_report *g, char sep,
+                       char *buf, size_t size);
 /* Most calls first, then by api, layer and parent (NULL last). */
 int summary_compare_apis(const void *a, const void *b);
 /* A device's modules: by_live, those that issued GPU memory, most live at

@@ -1,6 +1,7 @@
 /*
- * summary.c - `cutrace summary DIR [--json]`: the options and the two
- * renderings (text and JSON) of what analysis/summary.h computes from the
+ * summary.c - `cutrace summary [options] DIR`: the options and the text
+ * rendering (JSON and CSV are analysis/summary_json.c and summary_csv.c)
+ * of what analysis/summary.h computes from the
  * run model: per process and per GPU, what was called (the program's own
  * calls apart from those the CUDA and NCCL libraries made inside them,
  * driver entry-point lookups in one line), what was allocated and freed by
@@ -13,12 +14,12 @@
 #include "analysis/summary.h"
 #include "cli.h"
 #include "model/errnames.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
 #include "model/modules.h"
 #include "model/nccl.h"
 #include "model/trace.h"
 #include "model/traceset.h"
-#include "out/json.h"
 #include "out/table.h"
 #include "out/units.h"
 
@@ -34,7 +35,7 @@
 #define LABEL_WIDTH       11 /* "  command    ..." */
 
 static const char usage[] =
-    "usage: cutrace summary [--json] DIR\n"
+    "usage: cutrace summary [options] DIR\n"
     "\n"
     "Summarise every trace in DIR (a directory written by `cutrace run`, or one\n"
     "trace file): per process and device, calls by API (nested calls apart),\n"
@@ -42,19 +43,46 @@ static const char usage[] =
     "that issued it, the last cudaMemGetInfo with the memory the trace does not\n"
     "explain, and failed calls; then one line per GPU.\n"
     "\n"
-    "options:\n"
-    "  --json      one JSON document with raw numbers (bytes, nanoseconds)\n"
-    "  -h, --help  show this help\n"
-    "\n"
-    "exit status: 0 ok, 1 unreadable or invalid trace, 2 usage error\n";
+    "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "Filters list processes, their devices and GPUs; a GPU's numbers stay those\n"
+    "of every process on it, and the totals those of all the traces.\n"
+    "Tables for --csv: processes (one row per process), gpus (one per GPU),\n"
+    "apis (calls per API per process and device), memory (per kind of memory\n"
+    "per process and device).\n"
+    "\n" CLI_EXIT_HELP("a failed call (not a driver lookup),\n"
+                       "     memory left live by a process that exited, or a free of memory\n"
+                       "     never allocated or already freed, among the processes listed");
 
 /* ---- text rendering ---- */
 
+/* "  label      text": text that holds numbers wraps under itself (a
+ * number is never cut); names, the command and env values are cut with
+ * "..." (the text rule of docs/cli.md, "Width"). */
+static void print_label_as(const char *label, const char *text, bool wrap)
+{
+    size_t width = table_width() - 2 - LABEL_WIDTH;
+    printf("  %-*s", LABEL_WIDTH, label);
+    if (!wrap) {
+        text_print(stdout, text, width, 0);
+        putchar('\n');
+        return;
+    }
+    for (bool first = true; first || *text; first = false) {
+        size_t n = text_break(text, width);
+        char *line = xstrndup(text, n);
+        if (!first)
+            printf("%*s", 2 + LABEL_WIDTH, "");
+        text_print(stdout, line, width, 0);
+        putchar('\n');
+        free(line);
+        for (text += n; *text == ' '; text++)
+            ;
+    }
+}
+
 static void print_label(const char *label, const char *text)
 {
-    printf("  %-*s", LABEL_WIDTH, label);
-    text_print(stdout, text, TABLE_MAX_WIDTH - 2 - LABEL_WIDTH, 0);
-    putchar('\n');
+    print_label_as(label, text, true);
 }
 
 static void print_process_header(const struct process_report *p)
@@ -79,7 +107,7 @@ static void print_process_header(const struct process_report *p)
     const char *command = p->cmdline && p->cmdline[0] ? p->cmdline
                           : p->exe && p->exe[0]       ? p->exe
                                                       : "unknown";
-    print_label("command", command);
+    print_label_as("command", command, false);
     if (p->has_start_wall)
         format_wall_time(a, sizeof(a), p->start_wall_ns, 3);
     else
@@ -167,7 +195,7 @@ static void print_process_header(const struct process_report *p)
         for (size_t i = 0; i < p->nenv && len < sizeof(line); i++)
             len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s=%s", i ? "  " : "",
                                     p->env[i].name, p->env[i].value ? p->env[i].value : "");
-        print_label("env", line);
+        print_label_as("env", line, false);
     }
     snprintf(line, sizeof(line), "%s (%s, format %" PRId64 ")", t->path,
              t->producer ? t->producer : "producer unknown", t->format_version);
@@ -184,6 +212,8 @@ static void print_device_list(const struct process_report *p)
     char buf[UNITS_BUF];
     for (size_t i = 0; i < p->ndevices; i++) {
         const struct device_report *d = &p->devices[i];
+        if (!d->shown)
+            continue;
         if (d->ordinal < 0)
             table_cell(tab, "?");
         else
@@ -499,20 +529,12 @@ static void print_gpu_table(const struct summary_report *r)
     char buf[UNITS_BUF];
     for (size_t gi = 0; gi < r->ngpus; gi++) {
         const struct gpu_report *g = &r->gpus[gi];
+        if (!g->shown)
+            continue;
         table_cell(tab, g->uuid);
         table_cell(tab, g->name);
         char pids[256];
-        size_t len = 0;
-        pids[0] = '\0';
-        for (size_t k = 0; k < g->nprocesses && len < sizeof(pids); k++) {
-            const struct process_report *p = &r->processes[g->processes[k]];
-            if (p->has_pid)
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s%" PRId64, k ? "," : "",
-                                        p->pid);
-            else
-                len += (size_t)snprintf(pids + len, sizeof(pids) - len, "%s?", k ? "," : "");
-        }
-        table_cell(tab, pids);
+        table_cell(tab, summary_gpu_pids(r, g, ',', pids, sizeof(pids)));
         if (g->has_meminfo) {
             int64_t used = summary_meminfo_used(g->meminfo_total, g->meminfo_free);
             table_cell(tab, format_bytes(buf, sizeof(buf), (uint64_t)used));
@@ -533,9 +555,14 @@ static void print_text(const struct summary_report *r)
 {
     printf("cutrace summary of ");
     text_print(stdout, r->path, 80, 0);
-    printf(": %zu process%s\n", r->nprocesses, r->nprocesses == 1 ? "" : "es");
+    printf(": %zu process%s", r->nprocesses, r->nprocesses == 1 ? "" : "es");
+    if (r->shown_processes < r->nprocesses)
+        printf(", %zu listed", r->shown_processes);
+    putchar('\n');
     for (size_t i = 0; i < r->nprocesses; i++) {
         const struct process_report *p = &r->processes[i];
+        if (!p->shown)
+            continue;
         putchar('\n');
         print_process_header(p);
         if (p->ndevices > 0)
@@ -543,7 +570,8 @@ static void print_text(const struct summary_report *r)
         if (p->nccl->ncomms > 0)
             print_communicators(p);
         for (size_t di = 0; di < p->ndevices; di++)
-            print_device(r, p, &p->devices[di]);
+            if (p->devices[di].shown)
+                print_device(r, p, &p->devices[di]);
     }
     printf("\nAll traces: %zu process%s, %zu GPU%s by uuid, %" PRId64 " calls, %" PRId64
            " failed\n",
@@ -552,7 +580,7 @@ static void print_text(const struct summary_report *r)
     if (r->devices_without_uuid > 0)
         printf("  (%zu device%s without a recorded uuid not counted as GPUs)\n",
                r->devices_without_uuid, r->devices_without_uuid == 1 ? "" : "s");
-    if (r->ngpus > 0) {
+    if (r->shown_gpus > 0) {
         putchar('\n');
         print_gpu_table(r);
         printf("  used: total - free at the GPU's latest cudaMemGetInfo among these traces;\n"
@@ -561,389 +589,18 @@ static void print_text(const struct summary_report *r)
     }
 }
 
-/* ---- JSON rendering ---- */
-
-static void json_rel_time(struct json_writer *w, const char *key, const struct process_report *p,
-                          int64_t t_ns)
-{
-    json_kv_int(w, key, gm_sub(t_ns, summary_time_origin(p)));
-}
-
-static void json_pointer(struct json_writer *w, const char *key, int64_t ptr)
-{
-    char buf[24];
-    snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)(uint64_t)ptr);
-    json_kv_string(w, key, buf);
-}
-
-static void json_opt_int(struct json_writer *w, const char *key, bool present, int64_t value)
-{
-    if (present)
-        json_kv_int(w, key, value);
-    else
-        json_kv_null(w, key);
-}
-
-static void json_mem_stats(struct json_writer *w, const struct process_report *p,
-                           const struct mem_stats *m)
-{
-    json_object_begin(w);
-    json_kv_int(w, "allocs", m->allocs);
-    json_kv_int(w, "allocated_bytes", m->allocated_bytes);
-    json_kv_int(w, "frees", m->frees);
-    json_kv_int(w, "freed_bytes", m->freed_bytes);
-    json_kv_int(w, "live_allocs", m->live_allocs);
-    json_kv_int(w, "live_bytes", m->live_bytes);
-    json_kv_int(w, "peak_bytes", m->peak_bytes);
-    json_opt_int(w, "peak_seq", m->peak_seq >= 0, m->peak_seq);
-    if (m->peak_seq >= 0)
-        json_rel_time(w, "peak_at_ns", p, m->peak_t_ns);
-    else
-        json_kv_null(w, "peak_at_ns");
-    json_object_end(w);
-}
-
-/* {"device": n, "managed": n, "vmm": n}: the GPU kinds of a live sum. */
-static void json_gpu_kinds(struct json_writer *w, const char *key, const int64_t *kind_bytes)
-{
-    json_key(w, key);
-    json_object_begin(w);
-    for (int k = 0; k < KIND_COUNT; k++)
-        if (gm_is_gpu_kind((enum gm_kind)k))
-            json_kv_int(w, summary_kind_key((enum mem_kind)k), kind_bytes[k]);
-    json_object_end(w);
-}
-
-/* "modules": {"libnccl.so.2": {...}, ...} by name (unique per process),
- * null for a trace that does not record modules. */
-static void json_modules(struct json_writer *w, const struct process_report *p,
-                         const struct device_report *d)
-{
-    json_key(w, "modules");
-    if (p->modules <= 0) {
-        json_null(w);
-        return;
-    }
-    size_t nrows;
-    struct module_row *rows = summary_module_rows(p, d, false, &nrows);
-    assert(nrows == d->nmodmem);
-    json_object_begin(w);
-    for (size_t i = 0; i < d->nmodmem; i++) {
-        const struct module_group *g = rows[i].group;
-        json_key(w, g->name);
-        json_object_begin(w);
-        json_kv_string(w, "label", g->label);
-        json_key(w, "paths");
-        json_array_begin(w);
-        for (size_t k = 0; k < g->npaths; k++)
-            json_string(w, g->paths[k]);
-        json_array_end(w);
-        json_key(w, "gpu_memory");
-        json_mem_stats(w, p, &rows[i].mm->gpu);
-        json_key(w, "memory");
-        json_object_begin(w);
-        for (int k = 0; k < KIND_COUNT; k++) {
-            if (rows[i].mm->kinds[k].allocs == 0)
-                continue;
-            json_key(w, summary_kind_key((enum mem_kind)k));
-            json_mem_stats(w, p, &rows[i].mm->kinds[k]);
-        }
-        json_object_end(w);
-        json_object_end(w);
-    }
-    json_object_end(w);
-    free(rows);
-}
-
-static void json_api_stats(struct json_writer *w, const struct api_stats *a, bool nested)
-{
-    json_object_begin(w);
-    json_kv_string(w, "api", a->api);
-    json_kv_string(w, "layer", a->layer);
-    json_kv_string(w, "role", a->role);
-    if (nested)
-        json_kv_string(w, "inside", a->inside);
-    json_kv_int(w, "calls", a->calls);
-    json_kv_int(w, "failed", a->failed);
-    if (!nested)
-        json_kv_int(w, "nested", a->nested);
-    json_opt_int(w, "bytes", summary_reports_bytes(a), a->ok_size_bytes);
-    json_kv_int(w, "dur_ns", a->dur_ns);
-    json_object_end(w);
-}
-
-static void json_device(struct json_writer *w, const struct process_report *p,
-                        const struct device_report *d)
-{
-    json_object_begin(w);
-    json_kv_int(w, "device", d->ordinal);
-    json_kv_string(w, "uuid", d->uuid);
-    json_kv_string(w, "name", d->name);
-    json_kv_string(w, "pci_bus_id", d->pci_bus_id);
-    json_opt_int(w, "total_bytes", d->total_bytes >= 0, d->total_bytes);
-    json_kv_int(w, "calls", d->calls);
-    json_kv_int(w, "failed_calls", d->failed);
-
-    json_key(w, "apis");
-    json_array_begin(w);
-    for (size_t i = 0; i < d->napis; i++)
-        json_api_stats(w, &d->apis[i], false);
-    json_array_end(w);
-    json_key(w, "nested_apis");
-    json_array_begin(w);
-    for (size_t i = 0; i < d->nnested; i++)
-        json_api_stats(w, &d->nested[i], true);
-    json_array_end(w);
-
-    json_key(w, "memory");
-    json_object_begin(w);
-    for (int k = 0; k < KIND_COUNT; k++) {
-        json_key(w, summary_kind_key((enum mem_kind)k));
-        json_mem_stats(w, p, &d->mem[k]);
-    }
-    json_object_end(w);
-    json_key(w, "gpu_memory");
-    json_mem_stats(w, p, &d->gpu_mem);
-    json_modules(w, p, d);
-
-    json_key(w, "meminfo");
-    if (d->has_meminfo) {
-        int64_t used = summary_meminfo_used(d->meminfo_total, d->meminfo_free);
-        json_object_begin(w);
-        json_kv_int(w, "seq", d->meminfo_seq);
-        json_rel_time(w, "at_ns", p, d->meminfo_t_ns);
-        json_kv_int(w, "free_bytes", d->meminfo_free);
-        json_kv_int(w, "total_bytes", d->meminfo_total);
-        json_kv_int(w, "used_bytes", used);
-        json_kv_int(w, "traced_live_bytes", d->own_probe.live_bytes);
-        json_kv_int(w, "unexplained_bytes", gm_sub(used, d->own_probe.live_bytes));
-        json_gpu_kinds(w, "traced_live_by_kind", d->own_probe.kind_bytes);
-        json_object_end(w);
-    } else {
-        json_null(w);
-    }
-
-    json_key(w, "failed_calls");
-    json_array_begin(w);
-    char name[64];
-    for (size_t i = 0; i < d->nfailed; i++) {
-        const struct failed_call *f = &d->failed_calls[i];
-        json_object_begin(w);
-        json_kv_int(w, "seq", f->seq);
-        json_rel_time(w, "at_ns", p, f->t_ns);
-        json_kv_string(w, "api", f->api);
-        json_kv_string(w, "layer", f->layer);
-        json_kv_int(w, "result", f->result);
-        json_kv_string(
-            w, "result_name",
-            result_describe(name, sizeof(name), result_layer_from_name(f->layer), f->result));
-        json_kv_uint(w, "size", (uint64_t)f->size);
-        json_pointer(w, "ptr", f->ptr);
-        json_kv_int(w, "device", f->device);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_object_end(w);
-}
-
-/* "communicators" and "nccl_calls": null for a trace from before NCCL was
- * recorded, which cannot tell. */
-static void json_communicators(struct json_writer *w, const struct process_report *p)
-{
-    const struct nccl_info *n = p->nccl;
-    json_key(w, "communicators");
-    if (!n->present) {
-        json_null(w);
-        json_kv_null(w, "nccl_calls");
-        return;
-    }
-    char result[64];
-    json_array_begin(w);
-    for (size_t i = 0; i < n->ncomms; i++) {
-        const struct nccl_comm *c = &n->comms[i];
-        json_object_begin(w);
-        json_kv_int(w, "comm_id", c->comm_id);
-        json_kv_string(w, "unique_id_hash", c->hash);
-        json_opt_int(w, "rank", c->has_rank, c->rank);
-        json_opt_int(w, "nranks", c->has_nranks, c->nranks);
-        json_kv_int(w, "device", c->device);
-        json_kv_string(w, "api", c->api);
-        json_pointer(w, "comm", c->handle);
-        json_kv_int(w, "init_result", c->init_result);
-        json_kv_string(w, "init_result_name",
-                       result_describe(result, sizeof(result), LAYER_NCCL, c->init_result));
-        json_rel_time(w, "init_at_ns", p, c->t_init_ns);
-        json_kv_string(w, "end", c->aborted ? "abort" : c->destroyed ? "destroy" : NULL);
-        if (c->destroyed) {
-            json_rel_time(w, "end_at_ns", p, c->t_destroy_ns);
-            json_kv_int(w, "lifetime_ns", gm_sub(c->t_destroy_ns, c->t_init_ns));
-        } else {
-            json_kv_null(w, "end_at_ns");
-            json_kv_null(w, "lifetime_ns");
-        }
-        if (c->finalized)
-            json_rel_time(w, "finalize_at_ns", p, c->t_finalize_ns);
-        else
-            json_kv_null(w, "finalize_at_ns");
-        json_opt_int(w, "parent_comm_id", c->has_parent, c->parent_comm_id);
-        json_opt_int(w, "color", c->has_color, c->color);
-        json_opt_int(w, "key", c->has_key, c->key);
-        json_kv_int(w, "calls", c->calls);
-        json_kv_int(w, "failed_calls", c->failed_calls);
-        json_object_end(w);
-    }
-    json_array_end(w);
-    json_key(w, "nccl_calls");
-    json_object_begin(w);
-    json_kv_int(w, "calls", n->calls);
-    json_kv_int(w, "failed", n->failed_calls);
-    json_kv_int(w, "unattributed", n->unattributed_calls);
-    json_object_end(w);
-}
-
-static void json_process(struct json_writer *w, const struct process_report *p)
-{
-    const struct trace *t = p->trace;
-    char buf[UNITS_BUF];
-    json_object_begin(w);
-    json_kv_string(w, "file", t->file);
-    json_kv_int(w, "format_version", t->format_version);
-    json_kv_string(w, "producer", t->producer);
-    json_kv_string(w, "end_state", t->end_state);
-    json_opt_int(w, "recovered_records", t->has_recovered_records, t->recovered_records);
-    json_kv_string(w, "writer_error", t->writer_error);
-    json_opt_int(w, "writer_stopped_after", t->writer_error && t->has_writer_stopped_after,
-                 t->writer_stopped_after);
-    json_opt_int(w, "pid", p->has_pid, p->pid);
-    json_opt_int(w, "ppid", p->has_ppid, p->ppid);
-    json_kv_string(w, "host", p->host);
-    json_kv_string(w, "cmdline", p->cmdline);
-    json_kv_string(w, "exe", p->exe);
-    json_opt_int(w, "cuda_runtime_version", p->runtime_version > 0, p->runtime_version);
-    json_opt_int(w, "cuda_driver_version", p->driver_version > 0, p->driver_version);
-    json_opt_int(w, "nccl_version", p->nccl->has_version, p->nccl->version);
-    json_opt_int(w, "start_wall_ns", p->has_start_wall, p->start_wall_ns);
-    json_kv_string(w, "start_time",
-                   p->has_start_wall ? format_wall_time(buf, sizeof(buf), p->start_wall_ns, 9)
-                                     : NULL);
-    json_opt_int(w, "start_mono_ns", p->has_start_mono, p->start_mono_ns);
-    if (p->has_events) {
-        json_rel_time(w, "first_call_at_ns", p, p->first_t_ns);
-        json_rel_time(w, "last_call_end_at_ns", p, p->last_end_ns);
-        json_kv_int(w, "span_ns", gm_sub(p->last_end_ns, p->first_t_ns));
-    } else {
-        json_kv_null(w, "first_call_at_ns");
-        json_kv_null(w, "last_call_end_at_ns");
-        json_kv_null(w, "span_ns");
-    }
-    json_kv_int(w, "calls", p->calls);
-    json_kv_int(w, "failed_calls", p->failed);
-    json_kv_int(w, "nested_calls", p->nested);
-    json_kv_int(w, "wait_ns", p->wait_ns);
-    json_kv_int(w, "waited_calls", p->waited_calls);
-    json_opt_int(w, "dropped_records", t->has_dropped_records, t->dropped_records);
-    json_key(w, "driver_lookups");
-    if (p->lookups->present) {
-        json_object_begin(w);
-        json_kv_int(w, "calls", p->lookups->calls);
-        json_kv_int(w, "wrapped", p->lookups->wrapped);
-        json_kv_int(w, "failed", p->lookups->failed);
-        json_kv_int(w, "symbols", p->lookups->symbols);
-        json_object_end(w);
-    } else {
-        json_null(w);
-    }
-    json_key(w, "env");
-    json_object_begin(w);
-    for (size_t i = 0; i < p->nenv; i++)
-        json_kv_string(w, p->env[i].name, p->env[i].value);
-    json_object_end(w);
-    json_key(w, "devices");
-    json_array_begin(w);
-    for (size_t di = 0; di < p->ndevices; di++)
-        json_device(w, p, &p->devices[di]);
-    json_array_end(w);
-    json_communicators(w, p);
-    json_object_end(w);
-}
-
-static void print_json(const struct summary_report *r)
-{
-    struct json_writer w;
-    json_init(&w, stdout);
-    json_object_begin(&w);
-    json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
-    json_kv_string(&w, "report", "summary");
-    json_kv_string(&w, "path", r->path);
-    json_key(&w, "processes");
-    json_array_begin(&w);
-    for (size_t i = 0; i < r->nprocesses; i++)
-        json_process(&w, &r->processes[i]);
-    json_array_end(&w);
-
-    json_key(&w, "gpus");
-    json_array_begin(&w);
-    for (size_t gi = 0; gi < r->ngpus; gi++) {
-        const struct gpu_report *g = &r->gpus[gi];
-        json_object_begin(&w);
-        json_kv_string(&w, "uuid", g->uuid);
-        json_kv_string(&w, "name", g->name);
-        json_key(&w, "pids");
-        json_array_begin(&w);
-        for (size_t k = 0; k < g->nprocesses; k++) {
-            const struct process_report *p = &r->processes[g->processes[k]];
-            if (p->has_pid)
-                json_int(&w, p->pid);
-            else
-                json_null(&w);
-        }
-        json_array_end(&w);
-        json_key(&w, "meminfo");
-        if (g->has_meminfo) {
-            const struct process_report *p = &r->processes[g->meminfo_process];
-            int64_t used = summary_meminfo_used(g->meminfo_total, g->meminfo_free);
-            json_object_begin(&w);
-            json_opt_int(&w, "pid", p->has_pid, p->pid);
-            json_kv_string(&w, "file", p->trace->file);
-            json_kv_int(&w, "seq", g->meminfo_seq);
-            json_kv_int(&w, "wall_ns", g->meminfo_wall_ns);
-            json_kv_int(&w, "free_bytes", g->meminfo_free);
-            json_kv_int(&w, "total_bytes", g->meminfo_total);
-            json_kv_int(&w, "used_bytes", used);
-            json_kv_int(&w, "traced_live_bytes", g->traced_live_bytes);
-            json_kv_int(&w, "unexplained_bytes", gm_sub(used, g->traced_live_bytes));
-            json_gpu_kinds(&w, "traced_live_by_kind", g->traced_kind_bytes);
-            json_object_end(&w);
-        } else {
-            json_null(&w);
-        }
-        json_object_end(&w);
-    }
-    json_array_end(&w);
-
-    json_key(&w, "totals");
-    json_object_begin(&w);
-    json_kv_uint(&w, "processes", r->nprocesses);
-    json_kv_uint(&w, "gpus", r->ngpus);
-    json_kv_uint(&w, "devices_without_uuid", r->devices_without_uuid);
-    json_kv_int(&w, "calls", r->calls);
-    json_kv_int(&w, "failed_calls", r->failed);
-    json_object_end(&w);
-    json_object_end(&w);
-    json_finish(&w);
-}
-
 /* ---- the command ---- */
 
 int cmd_summary(int argc, char **argv)
 {
-    struct cli_report_args args;
-    int parsed = cli_report_args(argc, argv, usage, "trace directory", &args);
+    struct cli_report_opts o;
+    const char *path;
+    int parsed = cli_report_parse(argc, argv, usage, summary_csv_tables, &o, &path);
     if (parsed != CLI_PARSED)
         return parsed;
 
     struct trace_set set;
-    if (trace_set_open(&set, args.path) != 0)
+    if (trace_set_open(&set, path) != 0)
         return CLI_EXIT_BAD_INPUT;
     /* Loaded whole before anything is printed: a file found damaged halfway
      * through gives a one-line error and no partial report. */
@@ -952,19 +609,28 @@ int cmd_summary(int argc, char **argv)
         trace_set_close(&set);
         return CLI_EXIT_BAD_INPUT;
     }
-    struct summary_report report;
-    summary_build(&report, &m, args.path);
-    if (args.json)
-        print_json(&report);
-    else
-        print_text(&report);
-    summary_free(&report);
+    struct gm_filter f;
+    int status = gm_filter_init(&f, &m, &o, "summary");
+    if (status == CLI_EXIT_OK) {
+        struct summary_report report;
+        summary_build(&report, &m, path);
+        summary_filter(&report, &m, &f);
+        if (o.format == CLI_FORMAT_JSON)
+            summary_print_json(&report, stdout);
+        else if (o.format == CLI_FORMAT_CSV)
+            summary_print_csv(&report, o.csv_table, stdout);
+        else
+            print_text(&report);
+        if (o.fail_on_problem && summary_has_problem(&report))
+            status = CLI_EXIT_PROBLEM;
+        summary_free(&report);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            cli_error(NULL, "cannot write the report to standard output");
+            status = CLI_EXIT_BAD_INPUT;
+        }
+    }
+    gm_filter_free(&f);
     gm_free(&m);
     trace_set_close(&set);
-    int status = CLI_EXIT_OK;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_error(NULL, "cannot write the report to standard output");
-        status = CLI_EXIT_BAD_INPUT;
-    }
     return status;
 }

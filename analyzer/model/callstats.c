@@ -5,10 +5,12 @@
  * program's own apart from those made inside other traced calls, which are
  * counted by the API they were made in), failed calls, driver lookups, the
  * last cudaMemGetInfo per device with the live bytes when it took effect,
- * and NCCL's collective calls per communicator.
+ * and how many NCCL communicator inits there were. (NCCL's calls per
+ * communicator are the sums of the process's nccl_calls cells, collcalls.h:
+ * one mechanism, the `collectives` view's.)
  *
  * Each is what a public view says (the `calls`, `meminfo`,
- * `driver_lookups` and `collectives` views; tests/analyzer/
+ * `driver_lookups` views; tests/analyzer/
  * test_model_views.c holds them to it), computed in C because the views'
  * GROUP BY and window functions cost more than the whole load.
  */
@@ -107,11 +109,6 @@ struct callstats {
     size_t failed_cap;
     struct symbol *symbols; /* open addressing, len SIZE_MAX: empty */
     size_t nsymbol_slots, nsymbols;
-    struct i64map comm_of_handle; /* NCCL handle -> comm_id (the init's seq) */
-    struct i64map comm_index;     /* comm_id -> index into comm_calls */
-    size_t comm_calls_cap;
-    int64_t no_comm_calls, no_comm_failed;
-    bool any_no_comm;
 };
 
 static int64_t positive(int64_t v)
@@ -264,41 +261,6 @@ static void add_symbol(struct callstats *cs, const void *bytes, size_t len)
     cs->nsymbols++;
 }
 
-/* The `collectives` view's comm_id: the last successful init of the
- * handle before the call. */
-static void count_nccl(struct pass *s, const struct call_row *c)
-{
-    struct callstats *cs = s->stats;
-    const struct api_info *info = c->info;
-    if (info->role == ROLE_COMM_INIT)
-        s->p->comm_inits++;
-    if (info->role == ROLE_COMM_INIT && c->result == 0) {
-        i64map_slot(&cs->comm_of_handle, c->arg0, true)->value = c->seq;
-        return;
-    }
-    if (info->role != ROLE_COLLECTIVE)
-        return;
-    struct i64slot *comm = i64map_slot(&cs->comm_of_handle, c->arg0, false);
-    struct gm_process *p = s->p;
-    if (!comm || comm->value < 0) {
-        cs->any_no_comm = true;
-        cs->no_comm_calls = gm_add(cs->no_comm_calls, 1);
-        cs->no_comm_failed += c->result != 0;
-        return;
-    }
-    struct i64slot *at = i64map_slot(&cs->comm_index, comm->value, true);
-    if (at->value < 0) {
-        p->comm_calls =
-            xgrow(p->comm_calls, &cs->comm_calls_cap, p->ncomm_calls + 1, sizeof(*p->comm_calls));
-        p->comm_calls[p->ncomm_calls] =
-            (struct gm_comm_calls){.has_comm = true, .comm_id = comm->value};
-        at->value = (int64_t)p->ncomm_calls++;
-    }
-    struct gm_comm_calls *n = &p->comm_calls[at->value];
-    n->calls = gm_add(n->calls, 1);
-    n->failed += c->result != 0;
-}
-
 void cs_row(struct pass *s, const struct call_row *c, const void *handle, int handle_len)
 {
     struct gm_process *p = s->p;
@@ -364,8 +326,8 @@ void cs_row(struct pass *s, const struct call_row *c, const void *handle, int ha
             add_symbol(s->stats, handle, len);
         }
     }
-    if (info->nccl_layer)
-        count_nccl(s, c);
+    if (info->nccl_layer && info->role == ROLE_COMM_INIT)
+        p->comm_inits++;
 }
 
 void cs_meminfo(struct pass *s, const struct call_row *c)
@@ -400,14 +362,6 @@ static int compare_devices(const void *a, const void *b)
     return (x->ordinal > y->ordinal) - (x->ordinal < y->ordinal);
 }
 
-static int compare_comm_calls(const void *a, const void *b)
-{
-    const struct gm_comm_calls *x = a, *y = b;
-    if (x->has_comm != y->has_comm)
-        return x->has_comm ? 1 : -1;
-    return (x->comm_id > y->comm_id) - (x->comm_id < y->comm_id);
-}
-
 void cs_finish(struct pass *s)
 {
     struct callstats *cs = s->stats;
@@ -425,14 +379,6 @@ void cs_finish(struct pass *s)
     if (p->ndevices > 1)
         qsort(p->devices, p->ndevices, sizeof(*p->devices), compare_devices);
     p->lookups.symbols = (int64_t)cs->nsymbols;
-    if (cs->any_no_comm) {
-        p->comm_calls =
-            xgrow(p->comm_calls, &cs->comm_calls_cap, p->ncomm_calls + 1, sizeof(*p->comm_calls));
-        p->comm_calls[p->ncomm_calls++] =
-            (struct gm_comm_calls){.calls = cs->no_comm_calls, .failed = cs->no_comm_failed};
-    }
-    if (p->ncomm_calls > 1)
-        qsort(p->comm_calls, p->ncomm_calls, sizeof(*p->comm_calls), compare_comm_calls);
     for (size_t i = 0; i < cs->nsymbol_slots; i++)
         if (cs->symbols[i].len != SIZE_MAX)
             free(cs->symbols[i].bytes);
@@ -442,8 +388,6 @@ void cs_finish(struct pass *s)
     free(cs->keys);
     free(cs->count_slots);
     free(cs->deferred);
-    free(cs->comm_of_handle.slots);
-    free(cs->comm_index.slots);
     free(cs);
     s->stats = NULL;
 }

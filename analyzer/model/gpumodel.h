@@ -199,14 +199,6 @@ struct gm_lookups {
     int64_t calls, wrapped, failed, symbols; /* symbols: distinct names looked up */
 };
 
-/* NCCL collective and p2p calls (the `collectives` view) on the
- * communicator whose init had seq comm_id (has_comm false: no successful
- * init of that handle came before). */
-struct gm_comm_calls {
-    bool has_comm;
-    int64_t comm_id, calls, failed;
-};
-
 struct gm_process {
     const struct trace *trace;
     int64_t pid, ppid;
@@ -245,8 +237,6 @@ struct gm_process {
     size_t nfailed;
     int64_t failed_calls, nested_calls, wait_ns, waited_calls;
     struct gm_lookups lookups;
-    struct gm_comm_calls *comm_calls; /* by comm_id, has_comm false first */
-    size_t ncomm_calls;
     int64_t comm_inits;     /* NCCL communicator inits (layer nccl), failed ones too */
     struct nccl_info *nccl; /* communicators: with GM_LOAD_NCCL only, else NULL */
 };

@@ -498,15 +498,17 @@ static int load_nccl(struct gm_process *p)
     struct nccl_info *n = p->nccl;
     if (!n->present)
         return 0;
-    for (size_t i = 0; i < p->ncomm_calls; i++) {
-        const struct gm_comm_calls *c = &p->comm_calls[i];
+    /* Calls per communicator: the sums of the `collectives` view's cells
+     * (collcalls.h), the one place NCCL calls are tied to communicators. */
+    for (size_t i = 0; i < p->nccl_calls.ncells; i++) {
+        const struct cc_cell *c = &p->nccl_calls.cells[i];
         n->calls = gm_add(n->calls, c->calls);
         n->failed_calls = gm_add(n->failed_calls, c->failed);
         struct nccl_comm *comm =
             c->has_comm ? (struct nccl_comm *)nccl_find_comm(n, c->comm_id) : NULL;
         if (comm) {
-            comm->calls = c->calls;
-            comm->failed_calls = c->failed;
+            comm->calls = gm_add(comm->calls, c->calls);
+            comm->failed_calls = gm_add(comm->failed_calls, c->failed);
         } else {
             n->unattributed_calls = gm_add(n->unattributed_calls, c->calls);
         }
@@ -631,7 +633,6 @@ static void free_process(struct gm_process *p)
     free(p->devices);
     free(p->call_counts);
     free(p->failed);
-    free(p->comm_calls);
     if (p->nccl)
         nccl_info_free(p->nccl);
     free(p->nccl);

@@ -177,6 +177,19 @@ START_TEST(test_csv_every_report)
         const char *args[10];
         const char *header;
     } cases[] = {
+        {{"summary", "--csv", dir, NULL},
+         "file,pid,ppid,host,rank,end_state,exited,start_wall_ns,span_ns,calls,failed_calls,"
+         "nested_calls,devices,communicators,gpu_allocated_bytes,gpu_freed_bytes,gpu_live_bytes,"
+         "unknown_frees,double_frees\r\n"},
+        {{"summary", "--csv=gpus", dir, NULL},
+         "uuid,name,processes,pids,meminfo_file,meminfo_pid,meminfo_seq,meminfo_wall_ns,"
+         "free_bytes,total_bytes,used_bytes,traced_live_bytes,unexplained_bytes\r\n"},
+        {{"summary", "--csv=apis", dir, NULL},
+         "file,pid,device,api,layer,role,calls,failed,nested,top_calls,top_failed,bytes,dur_ns,"
+         "top_dur_ns\r\n"},
+        {{"summary", "--csv=memory", dir, NULL},
+         "file,pid,device,kind,allocs,allocated_bytes,frees,freed_bytes,live_allocs,live_bytes,"
+         "peak_bytes,peak_seq,peak_at_ns\r\n"},
         {{"timeline", "--csv", dir, NULL},
          "gpu,gpu_uuid,pid,rank,kind,seq,t_ns,at_ns,api,text,nccl_bytes,ipc_exported_bytes,"
          "vmm_bytes,runtime_bytes,managed_bytes,peer_bytes,host_bytes,traced_bytes,free_bytes,"
@@ -269,6 +282,7 @@ START_TEST(test_json_csv_exclusive_and_tables)
     char *dir = scratch_dir();
     burst_trace(dir, 4242, 2 * GiB, 0);
     const char *const *cases[] = {
+        (const char *[]){"summary", "--csv=apis", "--json", dir, NULL},
         (const char *[]){"timeline", "--json", "--csv", dir, NULL},
         (const char *[]){"budget", "--framework", "sglang", "--csv", "--json", dir, NULL},
         (const char *[]){"sites", "--csv", "--json", dir, NULL},
@@ -284,6 +298,8 @@ START_TEST(test_json_csv_exclusive_and_tables)
     assert_usage(bad_budget, "(tables: ranks, jobs)");
     const char *bad_coll[] = {"collectives", "--csv=gpus", dir, NULL};
     assert_usage(bad_coll, "(tables: communicators, members, ops, pairs, problems)");
+    const char *bad_summary[] = {"summary", "--csv=ranks", dir, NULL};
+    assert_usage(bad_summary, "(tables: processes, gpus, apis, memory)");
     const char *folded[] = {"sites", "--folded", "--csv", dir, NULL};
     assert_usage(folded, "--csv and --folded exclude each other");
     scratch_remove(dir);
@@ -423,6 +439,11 @@ START_TEST(test_fail_on_problem)
     ck_assert_int_eq(status_of((const char *[]){"sites", "--fail-on-problem", ok, NULL}), 3);
     ck_assert_int_eq(status_of((const char *[]){"sites", ok, NULL}), 0);
 
+    /* summary: the failed call (and the 2 GiB the exited process left live); summary's own
+     * cases, each problem alone, are in test_summary.c. */
+    ck_assert_int_eq(status_of((const char *[]){"summary", "--fail-on-problem", failed, NULL}), 3);
+    ck_assert_int_eq(status_of((const char *[]){"summary", failed, NULL}), 0);
+
     /* recover: nothing folded is no problem. */
     ck_assert_int_eq(status_of((const char *[]){"recover", "--fail-on-problem", ok, NULL}), 0);
     scratch_remove(ok);
@@ -482,7 +503,8 @@ END_TEST
 
 START_TEST(test_help_lists_the_conventions)
 {
-    const char *reports[] = {"timeline", "budget", "sites", "diff", "recover", "collectives"};
+    const char *reports[] = {"timeline", "budget",      "sites",  "diff",
+                             "recover",  "collectives", "summary"};
     for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
         const char *args[] = {reports[i], "--help", NULL};
         struct proc_result r = run(args, NULL);

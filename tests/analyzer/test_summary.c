@@ -1,7 +1,9 @@
 /*
  * test_summary.c - `cutrace summary` end to end: the built binary runs on
  * canned traces (scenarios.h) and its text and JSON must carry the known
- * answers; plus the CLI's option and help conventions.
+ * answers; plus the CLI's option and help conventions, and summary's share
+ * of the reports' conventions: its CSV tables, its filters (what is listed,
+ * never what is computed), --fail-on-problem, narrow terminals.
  */
 #include "scenarios.h"
 #include "test_support.h"
@@ -500,6 +502,234 @@ START_TEST(test_cli_conventions)
 }
 END_TEST
 
+/* ---- the shared conventions: --csv, filters, --fail-on-problem ---- */
+
+static struct proc_result summary_args(const char *const *args, int status)
+{
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == status, "exit %d, not %d; stderr:\n%.1500s", r.status, status, r.err);
+    return r;
+}
+
+/* CRLF records of CSV text (none of these fields holds a newline). */
+static size_t csv_rows(const char *text)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, "\r\n")); p += 2)
+        n++;
+    return n;
+}
+
+static size_t occurrences(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+START_TEST(test_csv_tables)
+{
+    char *dir = scratch_dir();
+    char *path = scenario_normal(dir);
+    /* processes: one row, raw numbers (13 calls, 2 failed, 2 MiB of device memory live). */
+    struct proc_result r = summary_args((const char *[]){"summary", "--csv", dir, NULL}, 0);
+    ck_assert_uint_eq(csv_rows(r.out), 2);
+    ck_assert_uint_eq(csv_rows(r.out), count_lines(r.out));
+    assert_contains(r.out, ",4242,");
+    assert_contains(r.out, ",13,2,");
+    /* GPU memory allocated, freed, live (device, managed, vmm); unknown and double frees. */
+    assert_contains(r.out, ",8388608,5242880,3145728,0,0\r\n");
+    ck_assert_ptr_null(strstr(r.out, "MiB"));
+    proc_result_free(&r);
+    /* gpus: the measurement in bytes (used 10 GiB, unexplained 10 GiB - 2 MiB). */
+    r = summary_args((const char *[]){"summary", "--csv=gpus", dir, NULL}, 0);
+    ck_assert_uint_eq(csv_rows(r.out), 2);
+    assert_contains(r.out, "\r\n" NORMAL_UUID ",NVIDIA H100 80GB HBM3,1,4242,");
+    assert_contains(r.out, ",10737418240,2097152,10735321088\r\n");
+    proc_result_free(&r);
+    /* apis: a row per API per device, as many as JSON's "apis" entries. */
+    r = summary_args((const char *[]){"summary", "--csv=apis", dir, NULL}, 0);
+    struct proc_result j = summary(dir, true);
+    char *compact_json = compact(j.out);
+    ck_assert_uint_eq(csv_rows(r.out) - 1, occurrences(compact_json, "\"nested\":"));
+    ck_assert_uint_ge(csv_rows(r.out), 3);
+    assert_contains(r.out, ",0,cudaMalloc,runtime,alloc,");
+    free(compact_json);
+    proc_result_free(&j);
+    proc_result_free(&r);
+    /* memory: the device kind of device 0, its peak at seq 7. */
+    r = summary_args((const char *[]){"summary", "--csv=memory", dir, NULL}, 0);
+    assert_contains(r.out, ",4242,0,device,");
+    assert_contains(r.out, ",2097152,6291456,7,");
+    proc_result_free(&r);
+    free(path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_filters)
+{
+    char *dir = scratch_dir();
+    scenario_nccl(dir, NCCL_SCENARIO_DEFAULT); /* ranks 0-3, pids 1000-1003, node1: 0-1 */
+    struct proc_result r = summary_args((const char *[]){"summary", "--rank", "1", dir, NULL}, 0);
+    assert_contains(r.out, ": 4 processes, 1 listed\n");
+    assert_contains(r.out, "\nProcess 1001 ");
+    ck_assert_ptr_null(strstr(r.out, "\nProcess 1000 "));
+    ck_assert_ptr_null(strstr(r.out, "\nProcess 1002 "));
+    assert_contains(r.out, "\nAll traces: 4 processes, 4 GPUs by uuid,"); /* totals: all */
+    assert_contains(r.out, "GPU-00000001");
+    ck_assert_ptr_null(strstr(r.out, "GPU-00000003"));
+    proc_result_free(&r);
+
+    r = summary_args((const char *[]){"summary", "--csv", "--host", "node2", dir, NULL}, 0);
+    ck_assert_uint_eq(csv_rows(r.out), 3);
+    assert_contains(r.out, ",1002,");
+    assert_contains(r.out, ",1003,");
+    ck_assert_ptr_null(strstr(r.out, ",1000,"));
+    proc_result_free(&r);
+
+    r = summary_args((const char *[]){"summary", "--json", "--pid", "1000,1003", dir, NULL}, 0);
+    char *j = compact(r.out);
+    assert_contains(j, "\"listed\":{\"processes\":2,\"gpus\":2}");
+    assert_contains(j, "\"totals\":{\"processes\":4,\"gpus\":4,");
+    ck_assert_uint_eq(occurrences(j, "\"format_version\":"), 2); /* one per process */
+    free(j);
+    proc_result_free(&r);
+
+    /* --gpu: that GPU's process and device, and its row of the GPU table. */
+    r = summary_args((const char *[]){"summary", "--csv=apis", "--gpu", "GPU-00000002", dir, NULL},
+                     0);
+    assert_contains(r.out, ",1002,");
+    ck_assert_ptr_null(strstr(r.out, ",1001,"));
+    proc_result_free(&r);
+    r = summary_args((const char *[]){"summary", "--csv=gpus", "--gpu", "GPU-00000002", dir, NULL},
+                     0);
+    ck_assert_uint_eq(csv_rows(r.out), 2);
+    assert_contains(r.out, "\r\nGPU-00000002-");
+    proc_result_free(&r);
+
+    /* Nothing matches, a bad list: usage errors before any output. */
+    r = summary_args((const char *[]){"summary", "--rank", "9", dir, NULL}, 2);
+    assert_contains(r.err, "cutrace summary: --rank 9: no process of these traces matches");
+    ck_assert_uint_eq(r.out_len, 0);
+    proc_result_free(&r);
+    r = summary_args((const char *[]){"summary", "--pid", "x", dir, NULL}, 2);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    proc_result_free(&r);
+    scratch_remove(dir);
+
+    /* A GPU's numbers stay those of every process on it. */
+    dir = scratch_dir();
+    char *a = scenario_shared_gpu_first(dir, 0), *b = scenario_shared_gpu_second(dir);
+    r = summary_args((const char *[]){"summary", "--csv=gpus", "--pid", "100", dir, NULL}, 0);
+    assert_contains(r.out, "\r\n" SHARED_UUID ",");
+    assert_contains(r.out, ",2,100 200,");
+    assert_contains(r.out, ",3221225472,2147483648\r\n"); /* traced live 3 GiB, unexplained 2 */
+    proc_result_free(&r);
+    r = summary_args((const char *[]){"summary", "--csv", "--pid", "100", dir, NULL}, 0);
+    ck_assert_uint_eq(csv_rows(r.out), 2);
+    assert_contains(r.out, ",100,");
+    proc_result_free(&r);
+    free(a);
+    free(b);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* One process (pid) that allocates 1 MiB and, unless `leak`, frees it;
+ * `failed` adds a failed cudaMalloc, `unknown` a successful free of a
+ * pointer never allocated; end_state as given. */
+static void problem_trace(const char *dir, int64_t pid, bool leak, bool failed, bool unknown,
+                          const char *end_state)
+{
+    char *path = fixture_trace_path(dir, "node1", pid, NORMAL_START_WALL + pid);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = pid, .host = "node1", .start_wall_ns = NORMAL_START_WALL};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000, 1 * MiB, 0);
+    if (failed)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0, 200 * GiB, 2);
+    if (unknown)
+        fixture_call(f, CT_API_cudaFree, 0, 0x7f0000100000, 0, 0);
+    if (!leak)
+        fixture_call(f, CT_API_cudaFree, 0, 0x7f0000000000, 0, 0);
+    fixture_meta(f, "end_state", end_state);
+    fixture_close(f);
+    free(path);
+}
+
+static int problem_status(bool leak, bool failed, bool unknown, const char *end_state)
+{
+    char *dir = scratch_dir();
+    problem_trace(dir, 77, leak, failed, unknown, end_state);
+    const char *args[] = {"summary", "--fail-on-problem", dir, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.out_len > 0, "no report; stderr:\n%s", r.err);
+    int status = r.status;
+    proc_result_free(&r);
+    /* Without the option, never 3. */
+    const char *plain[] = {"summary", "--csv", dir, NULL};
+    r = run_cutrace(plain, NULL);
+    ck_assert_int_eq(r.status, 0);
+    proc_result_free(&r);
+    scratch_remove(dir);
+    return status;
+}
+
+START_TEST(test_fail_on_problem)
+{
+    ck_assert_int_eq(problem_status(false, false, false, "exit"), 0);
+    ck_assert_int_eq(problem_status(false, true, false, "exit"), 3);    /* a failed call */
+    ck_assert_int_eq(problem_status(true, false, false, "exit"), 3);    /* exited, 1 MiB live */
+    ck_assert_int_eq(problem_status(true, false, false, "running"), 0); /* may still free it */
+    ck_assert_int_eq(problem_status(false, false, true, "exit"), 3);    /* unknown free */
+    ck_assert_int_eq(problem_status(false, false, true, "running"), 3);
+
+    /* Only what is listed counts. */
+    char *dir = scratch_dir();
+    problem_trace(dir, 77, false, false, false, "exit");
+    problem_trace(dir, 88, false, true, false, "exit");
+    struct proc_result r =
+        summary_args((const char *[]){"summary", "--fail-on-problem", "--pid", "77", dir, NULL}, 0);
+    proc_result_free(&r);
+    r = summary_args(
+        (const char *[]){"summary", "--json", "--fail-on-problem", "--pid", "88", dir, NULL}, 3);
+    ck_assert(json_valid(r.out)); /* the report is printed in full first */
+    proc_result_free(&r);
+    r = summary_args((const char *[]){"summary", "--fail-on-problem", dir, NULL}, 3);
+    proc_result_free(&r);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* Text never cuts a number: at 40 columns the long lines wrap. */
+START_TEST(test_narrow_never_cuts_numbers)
+{
+    char *dir = scratch_dir();
+    scenario_nccl(dir, NCCL_SCENARIO_DEFAULT);
+    const char *args[] = {"summary", "--pid", "1000", dir, NULL};
+    struct proc_result wide = run_cutrace(args, NULL);
+    struct proc_result narrow = run_cutrace(args, (const char *[]){"COLUMNS=40", NULL});
+    ck_assert_int_eq(wide.status, 0);
+    ck_assert_int_eq(narrow.status, 0);
+    const char *nccl = strstr(wide.out, "\n  nccl       ");
+    ck_assert_ptr_nonnull(nccl);
+    ck_assert_ptr_null(strstr(narrow.out, nccl)); /* wrapped */
+    /* Every word of the wide nccl line is in the narrow report. */
+    const char *end = strchr(nccl + 1, '\n');
+    char line[512];
+    snprintf(line, sizeof(line), "%.*s", (int)(end - nccl - 14), nccl + 14);
+    ck_assert_uint_gt(strlen(line), 40);
+    for (char *save = NULL, *w = strtok_r(line, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        assert_contains(narrow.out, w);
+    proc_result_free(&wide);
+    proc_result_free(&narrow);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *summary_suite(void)
 {
     Suite *s = suite_create("summary");
@@ -518,6 +748,10 @@ Suite *summary_suite(void)
     tcase_add_test(tc, test_hostile_strings);
     tcase_add_test(tc, test_nulls_and_negative_values);
     tcase_add_test(tc, test_cli_conventions);
+    tcase_add_test(tc, test_csv_tables);
+    tcase_add_test(tc, test_filters);
+    tcase_add_test(tc, test_fail_on_problem);
+    tcase_add_test(tc, test_narrow_never_cuts_numbers);
     suite_add_tcase(s, tc);
     return s;
 }
