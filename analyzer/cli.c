@@ -49,37 +49,6 @@ int cli_usage_error(const char *command, const char *fmt, ...)
 /* The argv of the getopt loop in progress, so that a new loop resets getopt. */
 static char **getopt_argv;
 
-int cli_report_args(int argc, char **argv, const char *usage, const char *operand,
-                    struct cli_report_args *out)
-{
-    static const struct option options[] = {
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    out->json = false;
-    out->path = NULL;
-    int c;
-    while ((c = cli_getopt(argc, argv, "h", options, usage)) != -1) {
-        switch (c) {
-        case 'j':
-            out->json = true;
-            break;
-        case 'h':
-            return CLI_EXIT_OK;
-        default:
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc)
-        return cli_usage_error(argv[0], "missing %s", operand);
-    if (argc - optind > 1)
-        return cli_usage_error(argv[0], "one %s expected, got %d arguments", operand,
-                               argc - optind);
-    out->path = argv[optind];
-    return CLI_PARSED;
-}
-
 void cli_report_init(struct cli_report_opts *o)
 {
     *o = (struct cli_report_opts){.format = CLI_FORMAT_TEXT};

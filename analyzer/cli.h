@@ -57,19 +57,8 @@ int cmd_sites(int argc, char **argv);
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                const char *usage);
 
-/*
- * The arguments of a plain report: `cutrace NAME [--json] PATH`, parsed with
- * cli_getopt (options anywhere). Returns CLI_PARSED when the command should
- * go on, else the exit code it should return (after --help, or a usage error
- * naming `operand`, e.g. "trace directory").
- */
-struct cli_report_args {
-    bool json;
-    const char *path;
-};
+/* What the parsing helpers below return when the command should go on. */
 #define CLI_PARSED (-1)
-int cli_report_args(int argc, char **argv, const char *usage, const char *operand,
-                    struct cli_report_args *out);
 
 /*
  * The options every report shares, parsed once here so that they read and

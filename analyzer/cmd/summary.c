@@ -49,9 +49,8 @@ static const char usage[] =
     "Tables for --csv: processes (one row per process), gpus (one per GPU),\n"
     "apis (calls per API per process and device), memory (per kind of memory\n"
     "per process and device).\n"
-    "\n" CLI_EXIT_HELP("a failed call (not a driver lookup),\n"
-                       "     memory left live by a process that exited, or a free of memory\n"
-                       "     never allocated or already freed, among the processes listed");
+    "\n" CLI_EXIT_HELP("a failed call (not a driver lookup), or a free of\n"
+                       "     memory never allocated or already freed, among the processes listed");
 
 /* ---- text rendering ---- */
 
