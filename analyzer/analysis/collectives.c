@@ -593,7 +593,7 @@ static void take_calls(struct coll_report *r, size_t pi, const struct gm_process
         else
             r->collective_calls = gm_add(r->collective_calls, calls);
         r->failed_calls = gm_add(r->failed_calls, cc->failed);
-        /* The process's counts, which nccl_load left to this pass. */
+        /* The process's counts, which nccl_check left to this pass. */
         n->calls = gm_add(n->calls, calls);
         n->failed_calls = gm_add(n->failed_calls, cc->failed);
         const struct nccl_comm *found = cc->has_comm ? nccl_find_comm(n, cc->comm_id) : NULL;
@@ -645,15 +645,16 @@ static const struct gm_process *model_process(const struct gm_model *m, const st
     return NULL;
 }
 
-/* The communicators first: a trace without the NCCL views is refused with
- * the words nccl_load has for it, before the model reads its calls. */
+/* The NCCL views are checked first: a trace without them is refused with
+ * the words nccl_check has for it, before the model reads its calls (and
+ * its communicators, which nccl_add_comms takes). */
 static int load(struct coll_report *r, struct trace_set *set)
 {
     r->nprocs = set->count;
     r->procs = xcalloc(set->count ? set->count : 1, sizeof(*r->procs));
     for (size_t i = 0; i < set->count; i++) {
         r->procs[i].trace = &set->traces[i];
-        if (nccl_load(&set->traces[i], true, false, &r->procs[i].nccl) != 0) {
+        if (nccl_check(&set->traces[i], true, &r->procs[i].nccl) != 0) {
             trace_report_error(&set->traces[i]);
             return -1;
         }
@@ -666,6 +667,7 @@ static int load(struct coll_report *r, struct trace_set *set)
         assert(gp && "gm_load loads every trace of the set");
         r->procs[i].model_proc = (uint32_t)(gp - r->model.procs);
         take_identity(&r->procs[i], gp);
+        nccl_add_comms(&r->procs[i].nccl, &gp->communicators);
         add_members(r, i, gp);
         take_calls(r, i, gp);
         sort_array(r->procs[i].orphans, r->procs[i].norphans, sizeof(*r->procs[i].orphans),

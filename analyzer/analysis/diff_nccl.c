@@ -51,6 +51,55 @@ static int compare_comm_seq(const void *key, const void *elem)
     return diff_cmp64(*(const int64_t *)key, ((const struct gm_comm *)elem)->seq);
 }
 
+/* One (communicator, op) of a process: its cells summed. */
+struct comm_op_calls {
+    bool has_comm;
+    int64_t comm_id;
+    uint32_t op; /* model-wide api name */
+    int64_t calls, bytes, captured, failed;
+};
+
+static int compare_comm_op_calls(const void *x, const void *y)
+{
+    const struct comm_op_calls *a = x, *b = y;
+    if (a->has_comm != b->has_comm)
+        return a->has_comm ? 1 : -1;
+    int c = diff_cmp64(a->comm_id, b->comm_id);
+    return c ? c : (a->op > b->op) - (a->op < b->op);
+}
+
+/* The cells of cc summed per (communicator, op), sorted; returns how many. */
+static size_t comm_op_sums(const struct cc_calls *cc, struct comm_op_calls **out)
+{
+    struct comm_op_calls *sums = xcalloc(cc->ncells ? cc->ncells : 1, sizeof(*sums));
+    for (size_t i = 0; i < cc->ncells; i++) {
+        const struct cc_cell *c = &cc->cells[i];
+        sums[i] = (struct comm_op_calls){.has_comm = c->has_comm,
+                                         .comm_id = c->has_comm ? c->comm_id : 0,
+                                         .op = c->op,
+                                         .calls = c->calls,
+                                         .bytes = c->bytes,
+                                         .captured = c->captured,
+                                         .failed = c->failed};
+    }
+    if (cc->ncells > 1)
+        qsort(sums, cc->ncells, sizeof(*sums), compare_comm_op_calls);
+    size_t n = 0;
+    for (size_t i = 0; i < cc->ncells; i++) {
+        if (n > 0 && compare_comm_op_calls(&sums[n - 1], &sums[i]) == 0) {
+            struct comm_op_calls *g = &sums[n - 1];
+            g->calls = gm_add(g->calls, sums[i].calls);
+            g->bytes = gm_add(g->bytes, sums[i].bytes);
+            g->captured = gm_add(g->captured, sums[i].captured);
+            g->failed = gm_add(g->failed, sums[i].failed);
+        } else {
+            sums[n++] = sums[i];
+        }
+    }
+    *out = sums;
+    return n;
+}
+
 /* Joins a run's communicators, attributes NCCL's memory and counts the
  * collectives. Returns -1 after printing the error of a damaged trace. */
 int diff_build_comms(struct diff *d, struct diff_run *r)
@@ -122,7 +171,9 @@ int diff_build_comms(struct diff *d, struct diff_run *r)
                 dc->nccl_max = bytes_of[pi][c];
         }
 
-    /* Collectives, per trace: one pass of SQLite grouped by communicator and op. */
+    /* Collectives, per trace and (communicator, op): the model's cells
+     * summed, as a GROUP BY comm_id, op on the `collectives` view has them
+     * (tests/analyzer/test_collcalls.c checks the two agree). */
     size_t *ops_cap = xcalloc(r->ncomms ? r->ncomms : 1, sizeof(*ops_cap));
     int rc = 0;
     for (size_t pi = 0; pi < m->nprocs && rc == 0; pi++) {
@@ -132,7 +183,7 @@ int diff_build_comms(struct diff *d, struct diff_run *r)
          * trace from before NCCL was recorded has none (fine), one with
          * damaged views is refused with the same line. */
         struct nccl_info info;
-        if (nccl_load(t, false, false, &info) != 0) {
+        if (nccl_check(t, false, &info) != 0) {
             trace_report_error(t);
             rc = -1;
             break;
@@ -142,47 +193,32 @@ int diff_build_comms(struct diff *d, struct diff_run *r)
         if (!present)
             continue;
         r->nccl_recorded = true;
-        sqlite3_stmt *stmt = trace_query(t,
-                                         "SELECT comm_id, op, count(*), " TRACE_SUM_FUNCTION
-                                         "(bytes), sum(captured = 1), sum(result <> 0)"
-                                         " FROM collectives GROUP BY comm_id, op",
-                                         "");
-        if (!stmt) {
-            trace_report_error(t);
-            rc = -1;
-            break;
-        }
-        int step;
-        while ((step = trace_step(t, stmt)) == 1) {
-            int64_t calls = col_int(stmt, 2, 0);
-            int64_t comm_id = col_int(stmt, 0, -1);
-            const struct gm_comm *cm =
-                col_is_null(stmt, 0) || !p->ncomms
-                    ? NULL
-                    : bsearch(&comm_id, p->comms, p->ncomms, sizeof(*p->comms), compare_comm_seq);
+        struct comm_op_calls *sums = NULL;
+        size_t nsums = comm_op_sums(&p->nccl_calls, &sums);
+        for (size_t k = 0; k < nsums; k++) {
+            const struct comm_op_calls *g = &sums[k];
+            const struct gm_comm *cm = !g->has_comm || !p->ncomms
+                                           ? NULL
+                                           : bsearch(&g->comm_id, p->comms, p->ncomms,
+                                                     sizeof(*p->comms), compare_comm_seq);
             uint32_t id = cm ? comm_of[pi][cm - p->comms] : GM_NONE;
             if (id == GM_NONE) {
-                r->unattributed_calls = gm_add(r->unattributed_calls, calls);
+                r->unattributed_calls = gm_add(r->unattributed_calls, g->calls);
                 continue;
             }
             struct diff_comm *dc = &r->comms[id];
-            const char *op = (const char *)sqlite3_column_text(stmt, 1);
-            struct diff_op *o = comm_op(dc, &ops_cap[id], diff_string_id(d, op ? op : "?"));
-            o->calls = gm_add(o->calls, calls);
-            o->bytes = gm_add(o->bytes, col_int(stmt, 3, 0));
-            o->captured = gm_add(o->captured, col_int(stmt, 4, 0));
-            o->failed = gm_add(o->failed, col_int(stmt, 5, 0));
+            struct diff_op *o = comm_op(dc, &ops_cap[id], diff_string_id(d, gm_api_name(m, g->op)));
+            o->calls = gm_add(o->calls, g->calls);
+            o->bytes = gm_add(o->bytes, g->bytes);
+            o->captured = gm_add(o->captured, g->captured);
+            o->failed = gm_add(o->failed, g->failed);
             o->ranks++;
-            if (calls < o->rank_min)
-                o->rank_min = calls;
-            if (calls > o->rank_max)
-                o->rank_max = calls;
+            if (g->calls < o->rank_min)
+                o->rank_min = g->calls;
+            if (g->calls > o->rank_max)
+                o->rank_max = g->calls;
         }
-        sqlite3_finalize(stmt);
-        if (step < 0)
-            rc = -1;
-        if (rc != 0)
-            trace_report_error(t);
+        free(sums);
     }
     free(ops_cap);
     for (size_t pi = 0; pi < m->nprocs; pi++) {

@@ -53,9 +53,16 @@ static struct handle_slot *handle_slot(struct cc_index *ix, int64_t handle, bool
         size_t old_slots = ix->handle_slots;
         ix->handles = xcalloc(slots, sizeof(*ix->handles));
         ix->handle_slots = slots;
-        for (size_t i = 0; i < old_slots; i++)
-            if (old[i].used)
-                *handle_slot(ix, old[i].handle, false) = old[i];
+        /* Into the new table's first free slot of the handle's chain (a
+         * lookup without create finds no slot for a handle not there yet). */
+        for (size_t i = 0; i < old_slots; i++) {
+            if (!old[i].used)
+                continue;
+            size_t j = mix(0, (uint64_t)old[i].handle) & (slots - 1);
+            while (ix->handles[j].used)
+                j = (j + 1) & (slots - 1);
+            ix->handles[j] = old[i];
+        }
         free(old);
     }
     if (ix->handle_slots == 0)

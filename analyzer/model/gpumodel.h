@@ -224,7 +224,8 @@ struct gm_process {
     bool modules;   /* the trace records issuing modules (format 3) */
     uint32_t *gpus; /* the GPUs it used, ascending */
     size_t ngpus;
-    struct cc_calls nccl_calls; /* its NCCL collective and p2p calls, aggregated */
+    struct cc_calls nccl_calls;      /* its NCCL collective and p2p calls, aggregated */
+    struct nccl_comms communicators; /* its NCCL inits as the `communicators` view has them */
     /* What the reports show of a process besides its memory (summary). */
     struct gm_row row;
     struct gm_env *env; /* by name */

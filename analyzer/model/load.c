@@ -489,15 +489,13 @@ static void pass_free(struct pass *s)
 static int load_nccl(struct gm_process *p)
 {
     p->nccl = xcalloc(1, sizeof(*p->nccl));
-    /* Without an init in the events (the pass saw them all), the views
-     * could only say what the process row says. */
-    struct trace *t = (struct trace *)p->trace;
-    if ((p->comm_inits ? nccl_load(t, false, false, p->nccl)
-                       : nccl_load_version(t, false, p->nccl)) != 0)
+    /* The views are checked; their communicators are the pass's. */
+    if (nccl_check((struct trace *)p->trace, false, p->nccl) != 0)
         return -1;
     struct nccl_info *n = p->nccl;
     if (!n->present)
         return 0;
+    nccl_add_comms(n, &p->communicators);
     /* Calls per communicator: the sums of the `collectives` view's cells
      * (collcalls.h), the one place NCCL calls are tied to communicators. */
     for (size_t i = 0; i < p->nccl_calls.ncells; i++) {
@@ -616,6 +614,7 @@ static void free_process(struct gm_process *p)
     free(p->events);
     free(p->comms);
     cc_calls_free(&p->nccl_calls);
+    nccl_comms_free(&p->communicators);
     free(p->gpus);
     free(p->row.host);
     free(p->row.cmdline);

@@ -14,15 +14,6 @@
 
 #define MAX_COLUMNS 20
 
-/* Counts from traces are untrusted: sums saturate. */
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    int64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
-}
-
 /* What the NCCL reports read, checked before any of it is trusted so that a
  * damaged or half-written schema is named instead of failing mid-report. */
 static const struct {
@@ -144,52 +135,6 @@ static int load_version(struct trace *t, struct nccl_info *info)
     return rc < 0 ? -1 : 0;
 }
 
-static int load_comms(struct trace *t, struct nccl_info *info)
-{
-    sqlite3_stmt *stmt = trace_query(
-        t,
-        "SELECT comm_id, unique_id_hash, rank, nranks, device, parent_comm_id, t_init_ns,"
-        " t_destroy_ns, init_result, api, comm, color, key, t_finalize_ns"
-        " FROM communicators ORDER BY comm_id",
-        "");
-    if (!stmt)
-        return -1;
-    size_t cap = 0;
-    int rc;
-    while ((rc = trace_step(t, stmt)) == 1) {
-        info->comms = xgrow(info->comms, &cap, info->ncomms + 1, sizeof(*info->comms));
-        struct nccl_comm *c = &info->comms[info->ncomms++];
-        memset(c, 0, sizeof(*c));
-        c->comm_id = col_int(stmt, 0, -1);
-        c->hash = col_text(stmt, 1);
-        if (!c->hash || c->hash[0] == '\0') {
-            free(c->hash);
-            c->hash = xstrdup("?");
-        }
-        c->has_rank = !col_is_null(stmt, 2);
-        c->rank = col_int(stmt, 2, -1);
-        c->has_nranks = !col_is_null(stmt, 3);
-        c->nranks = col_int(stmt, 3, -1);
-        c->device = col_int(stmt, 4, -1);
-        c->has_parent = !col_is_null(stmt, 5);
-        c->parent_comm_id = col_int(stmt, 5, -1);
-        c->t_init_ns = col_int(stmt, 6, 0);
-        c->destroyed = !col_is_null(stmt, 7);
-        c->t_destroy_ns = col_int(stmt, 7, 0);
-        c->init_result = col_int(stmt, 8, 0);
-        c->api = col_text(stmt, 9);
-        c->handle = col_int(stmt, 10, 0);
-        c->has_color = !col_is_null(stmt, 11);
-        c->color = col_int(stmt, 11, 0);
-        c->has_key = !col_is_null(stmt, 12);
-        c->key = col_int(stmt, 12, 0);
-        c->finalized = !col_is_null(stmt, 13);
-        c->t_finalize_ns = col_int(stmt, 13, 0);
-    }
-    sqlite3_finalize(stmt);
-    return rc;
-}
-
 static int compare_comm_ids(const void *key, const void *elem)
 {
     int64_t id = *(const int64_t *)key, other = ((const struct nccl_comm *)elem)->comm_id;
@@ -203,125 +148,77 @@ const struct nccl_comm *nccl_find_comm(const struct nccl_info *info, int64_t com
     return bsearch(&comm_id, info->comms, info->ncomms, sizeof(*info->comms), compare_comm_ids);
 }
 
-struct abort_call {
-    int64_t handle, t_ns, seq;
-};
-
-static int compare_aborts(const void *a, const void *b)
-{
-    const struct abort_call *x = a, *y = b;
-    if (x->handle != y->handle)
-        return x->handle < y->handle ? -1 : 1;
-    if (x->t_ns != y->t_ns)
-        return x->t_ns < y->t_ns ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
 /*
- * The view says when a communicator was destroyed, not by which call:
- * ncclCommAbort (the error path) is told apart here. An abort ended a
- * communicator when it names its handle, comes after its init and happened
- * at the moment the view gives. Sorted lookups keep a hostile trace with
- * many of both from taking quadratic time.
+ * What the reports' queries on the views were, compiled and not run, so
+ * that a view that is there but does not compile (a damaged trace) is
+ * refused with SQLite's words as before: running them would sort every
+ * NCCL event, and the model's pass already has their rows.
  */
-static int mark_aborts(struct trace *t, struct nccl_info *info)
+static int check_compiles(struct trace *t)
 {
-    sqlite3_stmt *stmt = trace_query(t,
-                                     "SELECT arg0, t_ns, seq FROM calls"
-                                     " WHERE api = ? AND result = 0",
-                                     "t", "ncclCommAbort");
-    if (!stmt)
-        return -1;
-    struct abort_call *aborts = NULL;
-    size_t count = 0, cap = 0;
-    int rc;
-    while ((rc = trace_step(t, stmt)) == 1) {
-        aborts = xgrow(aborts, &cap, count + 1, sizeof(*aborts));
-        aborts[count++] =
-            (struct abort_call){col_int(stmt, 0, 0), col_int(stmt, 1, 0), col_int(stmt, 2, -1)};
+    static const char *const queries[] = {
+        "SELECT comm_id, unique_id_hash, rank, nranks, device, parent_comm_id, t_init_ns,"
+        " t_destroy_ns, init_result, api, comm, color, key, t_finalize_ns"
+        " FROM communicators ORDER BY comm_id",
+        "SELECT arg0, t_ns, seq FROM calls WHERE api = 'ncclCommAbort' AND result = 0",
+        "SELECT comm_id, op, count(*), sum(captured = 1), sum(result <> 0)"
+        " FROM collectives GROUP BY comm_id, op",
+    };
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
+        sqlite3_stmt *stmt = trace_query(t, queries[i], "");
+        if (!stmt)
+            return -1;
+        sqlite3_finalize(stmt);
     }
-    sqlite3_finalize(stmt);
-    if (count > 1)
-        qsort(aborts, count, sizeof(*aborts), compare_aborts);
-    for (size_t i = 0; rc == 0 && count > 0 && i < info->ncomms; i++) {
-        struct nccl_comm *c = &info->comms[i];
-        if (!c->destroyed)
-            continue;
-        /* The last abort of this handle at that moment has the largest seq. */
-        struct abort_call key = {c->handle, c->t_destroy_ns, INT64_MAX};
-        size_t lo = 0, hi = count;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (compare_aborts(&aborts[mid], &key) <= 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        const struct abort_call *last = lo > 0 ? &aborts[lo - 1] : NULL;
-        c->aborted = last && last->handle == c->handle && last->t_ns == c->t_destroy_ns &&
-                     last->seq > c->comm_id;
-    }
-    free(aborts);
-    return rc;
-}
-
-static int load_call_counts(struct trace *t, struct nccl_info *info)
-{
-    sqlite3_stmt *stmt = trace_query(t,
-                                     "SELECT comm_id, count(*), sum(result <> 0) FROM collectives"
-                                     " GROUP BY comm_id ORDER BY comm_id",
-                                     "");
-    if (!stmt)
-        return -1;
-    int rc;
-    while ((rc = trace_step(t, stmt)) == 1) {
-        int64_t calls = col_int(stmt, 1, 0), failed = col_int(stmt, 2, 0);
-        info->calls = sat_add(info->calls, calls);
-        info->failed_calls = sat_add(info->failed_calls, failed);
-        struct nccl_comm *c = col_is_null(stmt, 0)
-                                  ? NULL
-                                  : (struct nccl_comm *)nccl_find_comm(info, col_int(stmt, 0, -1));
-        if (c) {
-            c->calls = calls;
-            c->failed_calls = failed;
-        } else {
-            info->unattributed_calls = sat_add(info->unattributed_calls, calls);
-        }
-    }
-    sqlite3_finalize(stmt);
-    return rc;
-}
-
-int nccl_load(struct trace *t, bool required, bool count_calls, struct nccl_info *info)
-{
-    memset(info, 0, sizeof(*info));
-    int rc = check_schema(t, required);
-    if (rc <= 0)
-        return rc;
-    info->present = true;
-    if (load_version(t, info) != 0 || load_comms(t, info) != 0 || mark_aborts(t, info) != 0 ||
-        (count_calls && load_call_counts(t, info) != 0))
-        return -1;
     return 0;
 }
 
-int nccl_load_version(struct trace *t, bool required, struct nccl_info *info)
+int nccl_check(struct trace *t, bool required, struct nccl_info *info)
 {
     memset(info, 0, sizeof(*info));
     int rc = check_schema(t, required);
     if (rc <= 0)
         return rc;
     info->present = true;
-    return load_version(t, info) != 0 ? -1 : 0;
+    return check_compiles(t) != 0 || load_version(t, info) != 0 ? -1 : 0;
+}
+
+void nccl_add_comms(struct nccl_info *info, const struct nccl_comms *comms)
+{
+    assert(info->ncomms == 0 && !comms->index);
+    if (comms->ncomms == 0)
+        return;
+    info->comms = xcalloc(comms->ncomms, sizeof(*info->comms));
+    for (size_t i = 0; i < comms->ncomms; i++) {
+        struct nccl_comm *c = &info->comms[i];
+        *c = comms->comms[i];
+        assert(i == 0 || c->comm_id > info->comms[i - 1].comm_id);
+        c->hash = xstrdup(c->hash);
+        c->api = c->api ? xstrdup(c->api) : NULL;
+        c->calls = c->failed_calls = 0;
+    }
+    info->ncomms = comms->ncomms;
+}
+
+static void free_comms(struct nccl_comm *comms, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        free(comms[i].hash);
+        free(comms[i].api);
+    }
+    free(comms);
+}
+
+void nccl_comms_free(struct nccl_comms *comms)
+{
+    assert(!comms->index && "the pass frees its lookups when it ends");
+    free_comms(comms->comms, comms->ncomms);
+    memset(comms, 0, sizeof(*comms));
 }
 
 void nccl_info_free(struct nccl_info *info)
 {
-    for (size_t i = 0; i < info->ncomms; i++) {
-        free(info->comms[i].hash);
-        free(info->comms[i].api);
-    }
-    free(info->comms);
+    free_comms(info->comms, info->ncomms);
     memset(info, 0, sizeof(*info));
 }
 

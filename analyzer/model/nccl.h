@@ -4,11 +4,16 @@
  * directory): its communicators with how they ended and how many calls each
  * saw, the NCCL version, and helpers to show them.
  *
- * The data comes from the public views `communicators` and `collectives`
- * and process.nccl_version (include/cutrace/schema.h). Traces written before
- * cutrace recorded NCCL have none of them; the loader says so (present =
- * false) instead of failing, and a report that cannot do without them
- * turns that into a one-line error.
+ * The communicators are what the public view `communicators`
+ * (include/cutrace/schema.h) has, built in C by the run model's one pass
+ * over the events (model/comms.c, struct nccl_comms); the call counts come
+ * from the same pass. The views themselves are only checked here (their
+ * schema, and that the reports' queries on them compile), with the words
+ * the reports have always had for a trace without them, and the version
+ * is process.nccl_version. Traces written before cutrace recorded NCCL
+ * have no NCCL views; nccl_check says so (present = false) instead of
+ * failing, and a report that cannot do without them turns that into a
+ * one-line error.
  */
 #ifndef CUTRACE_ANALYZER_NCCL_H
 #define CUTRACE_ANALYZER_NCCL_H
@@ -53,18 +58,30 @@ struct nccl_info {
 };
 
 /*
- * Loads the NCCL side of a trace. A trace without the NCCL views is fine
- * when !required (info->present = false, returns 0); when required, or
- * when the views are there but unusable (a damaged trace), returns -1 with
- * t->error set. Without count_calls the call counts (calls, failed_calls,
- * unattributed_calls of info and its comms) are left 0 for the caller,
- * which saves a pass over the calls when it counts them anyway.
+ * A process's communicators as the run model's pass over its events builds
+ * them (model/comms.c): row for row the `communicators` view, ordered by
+ * comm_id, with `aborted` told apart; calls and failed_calls are 0 (the
+ * model counts calls in cc_calls, collcalls.h).
  */
-int nccl_load(struct trace *t, bool required, bool count_calls, struct nccl_info *info);
-/* The same without communicators (none, no calls), for a trace whose
- * events the caller knows to hold no communicator init: the views' scans
- * of every event are what nccl_load costs. */
-int nccl_load_version(struct trace *t, bool required, struct nccl_info *info);
+struct nccl_comms {
+    struct nccl_comm *comms;
+    size_t ncomms;
+    void *index; /* private: the pass's lookups, NULL once the pass is done */
+};
+void nccl_comms_free(struct nccl_comms *comms);
+
+/*
+ * Checks the NCCL side of a trace and reads its version: info gets present,
+ * has_version and version, no communicators (nccl_add_comms) and no calls.
+ * The views are compiled, never run: what they would say the model knows
+ * from its pass. A trace without the NCCL views is fine when !required
+ * (info->present = false, returns 0); when required, or when the views are
+ * there but unusable (a damaged trace), returns -1 with t->error set.
+ */
+int nccl_check(struct trace *t, bool required, struct nccl_info *info);
+/* Copies the model's communicators of the trace into info (which has none
+ * yet), call counts 0 for the caller to fill. */
+void nccl_add_comms(struct nccl_info *info, const struct nccl_comms *comms);
 void nccl_info_free(struct nccl_info *info);
 
 /* The comm of info with that comm_id, or NULL. */

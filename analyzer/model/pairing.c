@@ -10,6 +10,7 @@
  * exported or opened handle to its allocation.
  */
 #include "cli.h"
+#include "model/comms.h"
 #include "model/loader.h"
 #include "out/progress.h"
 
@@ -471,15 +472,16 @@ enum {
     COL_ARG4,
     COL_ARG6,
     COL_ARG7,
+    COL_ARG5,
     NCOLS
 };
 
 static char *events_query(struct pass *s, int *rc)
 {
     static const char *const names[NCOLS] = {
-        "seq",  "t_ns",   "dur_ns",  "wait_ns",    "api_id", "device", "ptr",
-        "size", "result", "depth",   "parent_seq", "arg0",   "arg1",   "arg2",
-        "arg3", "caller", "ret_seq", "handle",     "arg4",   "arg6",   "arg7"};
+        "seq",     "t_ns",   "dur_ns",     "wait_ns", "api_id", "device", "ptr",  "size",
+        "result",  "depth",  "parent_seq", "arg0",    "arg1",   "arg2",   "arg3", "caller",
+        "ret_seq", "handle", "arg4",       "arg6",    "arg7",   "arg5"};
     struct trace *t = (struct trace *)s->p->trace;
     sqlite3_stmt *stmt = trace_query(t, "SELECT name FROM pragma_table_info('events')", "");
     if (!stmt) {
@@ -520,6 +522,17 @@ static const struct cc_columns nccl_columns = {.size = COL_SIZE,
                                                .arg4 = COL_ARG4,
                                                .arg6 = COL_ARG6,
                                                .arg7 = COL_ARG7};
+
+/* What the communicators' builder reads (comms.h). */
+static const struct comm_columns comm_columns = {.t_ns = COL_T,
+                                                 .result = COL_RESULT,
+                                                 .arg0 = COL_ARG0,
+                                                 .arg1 = COL_ARG1,
+                                                 .arg2 = COL_ARG2,
+                                                 .arg3 = COL_ARG3,
+                                                 .arg4 = COL_ARG4,
+                                                 .arg5 = COL_ARG5,
+                                                 .arg6 = COL_ARG6};
 
 static int64_t effect_order(const struct call_row *c, bool ordered, bool has_ret, int64_t ret_seq)
 {
@@ -590,6 +603,7 @@ int ld_read_calls(struct pass *s)
         cs_row(s, &c, handle, handle_len);
         if (info->nccl != CC_NONE)
             cc_read_call(&s->p->nccl_calls, info->nccl, info->name, c.seq, stmt, &nccl_columns);
+        comms_row(s, &c, stmt, &comm_columns);
         s->L->events_read++;
         if ((s->L->events_read & 0xffff) == 0)
             progress_update(s->L->traces_done, s->L->traces, s->L->events_read);
@@ -602,6 +616,7 @@ int ld_read_calls(struct pass *s)
         }
     }
     sqlite3_finalize(stmt);
+    comms_finish(s);
     apply_due(s, &due, INT64_MAX);
     free(due.rows);
     return rc;

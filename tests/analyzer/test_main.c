@@ -15,6 +15,7 @@ Suite *diff_suite(void);         /* test_diff.c */
 Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
 Suite *readonly_suite(void);     /* test_readonly.c */
 Suite *collcalls_suite(void);    /* test_collcalls.c */
+Suite *comms_suite(void);        /* test_comms.c */
 Suite *conventions_suite(void);  /* test_conventions.c */
 Suite *model_views_suite(void);  /* test_model_views.c */
 Suite *progress_suite(void);     /* test_progress.c */
@@ -37,6 +38,7 @@ int main(void)
     srunner_add_suite(runner, recover_suite());
     srunner_add_suite(runner, collectives_suite());
     srunner_add_suite(runner, collcalls_suite());
+    srunner_add_suite(runner, comms_suite());
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
     srunner_add_suite(runner, diff_suite());
