@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* stacks_of_call looked at most this many calls, the call and its
- * parents, for a stack (symbols/stacks.c's MAX_PARENT_HOPS); NO_STACK: none
- * found within them. */
+/* A call's stack is looked for in at most this many calls, the call and
+ * its parents (as symbols/stacks.c's walk always did); NO_STACK: none found
+ * within them. */
 #define MAX_STACK_HOPS 64
 #define NO_STACK       UINT8_MAX
 
@@ -284,9 +284,8 @@ static void note_call(struct pass *s, struct call_row *c)
      * counts as absent. */
     size_t parent = c->has_parent ? ld_seq_index(s, c->parent_seq) : SIZE_MAX;
     c->logical = is_logical(s, info, parent);
-    /* stacks_of_call's walk (symbols/stacks.c once did it per call): the
-     * call's own stack, else its parent's (parents start earlier: anything
-     * else is damage), at most MAX_STACK_HOPS calls up. */
+    /* The call's stack (symbols/stacks.h): its own, else its parent's (parents start earlier:
+     * anything else is damage), at most MAX_STACK_HOPS calls up. */
     uint8_t hops = 0;
     if (c->stack_id <= 0) {
         c->stack_id = 0;
