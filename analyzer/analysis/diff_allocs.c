@@ -90,8 +90,8 @@ static uint32_t alloc_site(struct diff *d, int side, uint32_t proc, const struct
     if (!d->sites_compared)
         return diff_string_id(d, "");
     enum site_kind kind;
-    char *site = stacks_call_site(&r->stacks[proc], a->seq, gm_api_name(m, p->events[a->event].api),
-                                  &kind, NULL);
+    char *site = stacks_call_site(&r->stacks[proc], a->stack_id,
+                                  gm_api_name(m, p->events[a->event].api), &kind, NULL);
     uint32_t id = diff_string_id(d, site ? site : "");
     free(site);
     return id;

@@ -224,7 +224,7 @@ static int collect(struct run *r, struct gpu_sites *gs)
                 return -1;
             enum site_kind kind;
             const char *api = gm_api_name(m, p->events[a->event].api);
-            const struct stack *st = stacks_of_call(ss, a->seq);
+            const struct stack *st = stacks_by_id(ss, a->stack_id);
             char *why;
             char *name = stacks_site(st, api, &kind, &why);
             struct site *s = find_site(&gs->sites, &gs->nsites, &gs->cap, name, kind);
@@ -541,7 +541,7 @@ static int print_folded(struct run *r, struct gpu_sites *gpus, size_t n, FILE *o
                     return -1;
                 }
                 lines = xgrow(lines, &cap, nlines + 1, sizeof(*lines));
-                lines[nlines].stack = folded_stack(gs->gpu, p, stacks_of_call(ss, al->seq),
+                lines[nlines].stack = folded_stack(gs->gpu, p, stacks_by_id(ss, al->stack_id),
                                                    gm_api_name(m, p->events[al->event].api));
                 lines[nlines++].bytes = al->size;
             }

@@ -101,6 +101,8 @@ struct gm_alloc {
     uint32_t module;    /* the module that issued it: index into the model's modules,
                            GM_NONE when unknown (no module holds its caller, format < 3) */
     uint32_t path;      /* that module's path (gm_text), GM_NONE when unknown */
+    int64_t stack_id;   /* the stack of its call (symbols/stacks.h: its own, or its
+                           nearest enclosing call's), 0 none; stacks_by_id names it */
 };
 
 enum gm_event_type {

@@ -3,8 +3,8 @@
  * gpumodel.h, loader.h): per trace, in this order, the process row and env,
  * the devices, the apis, the modules (to tell NCCL's own buffers by the
  * library that allocated them), the one pass over the events (pairing.c,
- * which hands each row to the counters of callstats.c) and the `ipc` view;
- * then, over the whole run, the last step of streams.c. A progress line
+ * which hands each row to the counters of callstats.c), the `ipc` view's
+ * rows that pass kept; then, over the whole run, the last step of streams.c. A progress line
  * (out/progress.h) says how far a long load got.
  */
 #include "cli.h"
@@ -353,6 +353,8 @@ static void load_apis(struct pass *s)
             a->space && (strcmp(a->space, "device") == 0 || strcmp(a->space, "host") == 0 ||
                          strcmp(a->space, "ipc") == 0);
         info->ipc_space = a->space && strcmp(a->space, "ipc") == 0;
+        info->ipc_row =
+            info->role == ROLE_IPC_EXPORT || (info->role == ROLE_ALLOC && info->ipc_space);
         info->kind = kind_from_text(a->kind);
         info->name = strtab_id(&s->L->apis, a->name);
         info->layer = (uint8_t)result_layer_from_name(a->layer);
@@ -364,6 +366,15 @@ static void load_apis(struct pass *s)
     for (size_t i = 0; i < t->napis; i++)
         s->api_ids[i] = t->apis[s->api_rows[i]].id;
     s->napi_ids = t->napis;
+    /* The tracer numbers apis from 0 (enum ct_api, include/cutrace/apis.h): a table by
+     * id, when the ids are small enough for one. */
+    if (t->napis > 0 && s->api_ids[0] >= 0 &&
+        s->api_ids[t->napis - 1] < (int64_t)(4 * t->napis + 64)) {
+        s->napi_direct = (size_t)s->api_ids[t->napis - 1] + 1;
+        s->api_direct = xcalloc(s->napi_direct, sizeof(*s->api_direct));
+        for (size_t i = 0; i < t->napis; i++)
+            s->api_direct[s->api_ids[i]] = &s->infos[s->api_rows[i]];
+    }
 }
 
 /* The info of an api name of this trace, NULL if the apis table lacks it. */
@@ -375,6 +386,8 @@ const struct api_info *ld_api_of(const struct pass *s, const char *name)
 
 const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id)
 {
+    if (s->api_direct)
+        return api_id >= 0 && (uint64_t)api_id < s->napi_direct ? s->api_direct[api_id] : NULL;
     size_t lo = 0, hi = s->napi_ids;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -474,6 +487,12 @@ static void pass_free(struct pass *s)
     free(s->seq_roles);
     free(s->seq_memory);
     free(s->seq_apis);
+    free(s->seq_stacks);
+    free(s->seq_hops);
+    free(s->api_direct);
+    for (size_t i = 0; i < s->nipc_rows; i++)
+        free(s->ipc_rows[i].hex);
+    free(s->ipc_rows);
     free(s->api_rows);
     free(s->api_ids);
     free(s->map);
@@ -539,7 +558,7 @@ static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra 
         rc = ld_read_calls(&s);
     if (rc == 0) {
         ld_resolve_pending(&s);
-        rc = ld_read_ipc(&s, first_export);
+        ld_read_ipc(&s, first_export);
     }
     cs_finish(&s);
     if (rc == 0 && (flags & GM_LOAD_NCCL))

@@ -64,6 +64,7 @@ struct api_info {
     uint32_t space_id; /* the space text, interned per trace */
     bool resettable;   /* space device, host or ipc: a device reset ends it */
     bool ipc_space;    /* an IPC handle open (cudaIpcOpenMemHandle and the driver's) */
+    bool ipc_row;      /* role ipc_export, or alloc in space ipc: the ipc view's rows */
     bool nccl_layer;   /* layer 'nccl' (the nccl_events view) */
     uint8_t nccl;      /* enum cc_role: read for the NCCL calls (collcalls.h) */
     enum gm_kind kind;
@@ -136,7 +137,25 @@ struct pass {
     uint32_t *seq_roles; /* role_id, or GM_NONE for a NULL role */
     uint8_t *seq_memory; /* 1: alloc, free or reset */
     uint32_t *seq_apis;  /* model-wide api name of the call */
-    size_t nseqs, seqs_cap, seq_roles_cap, seq_memory_cap, seq_apis_cap;
+    /* its stack (calls.stack_id, or its nearest caller's that has one), 0
+     * none, and how many parent hops away that stack was found */
+    int64_t *seq_stacks;
+    uint8_t *seq_hops;
+    size_t nseqs, seqs_cap, seq_roles_cap, seq_memory_cap, seq_apis_cap, seq_stacks_cap,
+        seq_hops_cap;
+    /* api_id -> info for the ids 0 .. napi_direct - 1 (most traces' ids):
+     * no search per row; others go through api_ids */
+    const struct api_info **api_direct;
+    size_t napi_direct;
+    /* The rows of the ipc view's apis that carry a handle, in seq order:
+     * tied to allocations once the pass is over (ld_read_ipc). */
+    struct ipc_row {
+        int64_t seq, parent_seq;
+        bool has_parent;
+        const struct api_info *info;
+        char *hex; /* lower(hex(handle)), never empty */
+    } * ipc_rows;
+    size_t nipc_rows, ipc_rows_cap;
     /* (space, ptr) -> allocation index (live) or -1 (seen, ended) */
     struct slot {
         int64_t ptr;
@@ -171,6 +190,10 @@ struct call_row {
     int64_t seq, t_ns, dur_ns, wait_ns, device, ptr, size, result, parent_seq;
     int64_t arg0, arg1, arg2, arg3, caller;
     int64_t order; /* calls.effect_order, never below 2 * seq */
+    /* Its stack: calls.stack_id as read, then (note_call) the stack
+     * symbols/stacks.h gives the call: its own, or that of the nearest
+     * enclosing call that has one; 0 none. */
+    int64_t stack_id;
     bool nested, has_parent;
     bool logical; /* not a second sighting of its parent's event (logical_events) */
     const struct api_info *info;
@@ -182,12 +205,15 @@ const struct module_range *ld_module_at(const struct pass *s, int64_t caller);
 const struct api_info *ld_api_of(const struct pass *s, const char *name);
 const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id);
 
-/* pairing.c: the pass over the events, then the ipc view. */
+/* pairing.c: the pass over the events, then its IPC rows tied to allocations. */
 /* The index in s->seqs of the call with that seq among those read so far,
  * SIZE_MAX if none. */
 size_t ld_seq_index(const struct pass *s, int64_t seq);
 int ld_read_calls(struct pass *s);
-int ld_read_ipc(struct pass *s, size_t first_export);
+/* The pass's IPC rows that the ipc view holds, tied to their allocations:
+ * exports from first_export on in L->exports get their handle, opens are
+ * added to L->opens. */
+void ld_read_ipc(struct pass *s, size_t first_export);
 void ld_resolve_pending(struct pass *s);
 
 /* callstats.c: summary's counters, fed by the pass. */

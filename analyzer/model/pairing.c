@@ -6,8 +6,9 @@
  * else when it started), deriving allocations, the frees that ended them
  * (with exactly the rules of the `allocations` view: pairing by address
  * space and pointer, device resets, pointers handed out again),
- * measurements and milestones; then the `ipc` view, which ties every
- * exported or opened handle to its allocation.
+ * measurements, milestones and each call's stack id; then the rows of the
+ * `ipc` view, kept from the same pass, which tie every exported or opened
+ * handle to its allocation.
  */
 #include "cli.h"
 #include "model/comms.h"
@@ -17,6 +18,12 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A call's stack is looked for in at most this many calls, the call and
+ * its parents (as symbols/stacks.c's walk always did); NO_STACK: none found
+ * within them. */
+#define MAX_STACK_HOPS 64
+#define NO_STACK       UINT8_MAX
 
 /* ---- the (space, ptr) map ---- */
 
@@ -148,7 +155,8 @@ static void on_alloc(struct pass *s, const struct call_row *c, uint32_t gpu)
                            .category = nccl ? GM_CAT_NCCL : GM_CAT_NONE,
                            .top = !c->nested,
                            .module = module ? module->name : GM_NONE,
-                           .path = module ? module->path : GM_NONE};
+                           .path = module ? module->path : GM_NONE,
+                           .stack_id = c->stack_id};
     a->event = add_event(s, GM_EV_ALLOC, c->seq, c->t_ns, gpu, info->name, index, 0, 0);
     slot->value = index;
     live_add(s, index, info->resettable);
@@ -250,38 +258,44 @@ size_t ld_seq_index(const struct pass *s, int64_t seq)
     return lo < s->nseqs && s->seqs[lo] == seq ? lo : SIZE_MAX;
 }
 
-/* The role id of the call with that seq among those read so far. */
-static bool parent_role(const struct pass *s, int64_t seq, uint32_t *role, bool *memory)
-{
-    size_t lo = ld_seq_index(s, seq);
-    if (lo == SIZE_MAX)
-        return false;
-    *role = s->seq_roles[lo];
-    *memory = s->seq_memory[lo] != 0;
-    return true;
-}
-
 static bool is_memory_role(enum role role)
 {
     return role == ROLE_ALLOC || role == ROLE_FREE || role == ROLE_RESET;
 }
 
+/* logical_events: a call made inside a traced call of the same role (or a
+ * memory call inside a memory call) is the same event seen twice. parent:
+ * the parent's index in s->seqs, SIZE_MAX when it is not in the trace. */
+static bool is_logical(const struct pass *s, const struct api_info *info, size_t parent)
+{
+    if (parent == SIZE_MAX || s->seq_roles[parent] == GM_NONE)
+        return true;
+    uint32_t prole = s->seq_roles[parent];
+    return !((!info->null_role && prole == info->role_id) ||
+             (s->seq_memory[parent] && is_memory_role(info->role)));
+}
+
 /* In seq order, as read: what needs the calls before it (the parent's
- * role) and the process's totals. */
+ * role and stack) and the process's totals. */
 static void note_call(struct pass *s, struct call_row *c)
 {
     struct gm_process *p = s->p;
     const struct api_info *info = c->info;
-    /* logical_events: a call made inside a traced call of the same role (or
-     * a memory call inside a memory call) is the same event seen twice. A
-     * parent that is not in the trace (or comes later: a damaged trace)
+    /* A parent that is not in the trace (or comes later: a damaged trace)
      * counts as absent. */
-    c->logical = true;
-    uint32_t prole;
-    bool pmemory;
-    if (c->has_parent && parent_role(s, c->parent_seq, &prole, &pmemory) && prole != GM_NONE)
-        c->logical = !((!info->null_role && prole == info->role_id) ||
-                       (pmemory && is_memory_role(info->role)));
+    size_t parent = c->has_parent ? ld_seq_index(s, c->parent_seq) : SIZE_MAX;
+    c->logical = is_logical(s, info, parent);
+    /* The call's stack (symbols/stacks.h): its own, else its parent's (parents start earlier:
+     * anything else is damage), at most MAX_STACK_HOPS calls up. */
+    uint8_t hops = 0;
+    if (c->stack_id <= 0) {
+        c->stack_id = 0;
+        hops = NO_STACK;
+        if (parent != SIZE_MAX && c->parent_seq > 0 && s->seq_hops[parent] + 1 < MAX_STACK_HOPS) {
+            c->stack_id = s->seq_stacks[parent];
+            hops = (uint8_t)(s->seq_hops[parent] + 1);
+        }
+    }
 
     if (s->nseqs == 0 || c->seq > s->seqs[s->nseqs - 1]) {
         s->seqs = xgrow(s->seqs, &s->seqs_cap, s->nseqs + 1, sizeof(*s->seqs));
@@ -289,10 +303,15 @@ static void note_call(struct pass *s, struct call_row *c)
         s->seq_memory =
             xgrow(s->seq_memory, &s->seq_memory_cap, s->nseqs + 1, sizeof(*s->seq_memory));
         s->seq_apis = xgrow(s->seq_apis, &s->seq_apis_cap, s->nseqs + 1, sizeof(*s->seq_apis));
+        s->seq_stacks =
+            xgrow(s->seq_stacks, &s->seq_stacks_cap, s->nseqs + 1, sizeof(*s->seq_stacks));
+        s->seq_hops = xgrow(s->seq_hops, &s->seq_hops_cap, s->nseqs + 1, sizeof(*s->seq_hops));
         s->seq_apis[s->nseqs] = info->name;
         s->seqs[s->nseqs] = c->seq;
         s->seq_roles[s->nseqs] = info->null_role ? GM_NONE : info->role_id;
         s->seq_memory[s->nseqs] = is_memory_role(info->role);
+        s->seq_stacks[s->nseqs] = c->stack_id;
+        s->seq_hops[s->nseqs] = hops;
         s->nseqs++;
     }
 
@@ -473,17 +492,21 @@ enum {
     COL_ARG6,
     COL_ARG7,
     COL_ARG5,
+    COL_STACK,
     NCOLS
 };
 
-static char *events_query(struct pass *s, int *rc)
+/* The query of the pass; notnull[i]: the table declares column i NOT NULL
+ * (SQLite enforces it: a NULL check can be left out). */
+static char *events_query(struct pass *s, bool notnull[NCOLS], int *rc)
 {
     static const char *const names[NCOLS] = {
-        "seq",     "t_ns",   "dur_ns",     "wait_ns", "api_id", "device", "ptr",  "size",
-        "result",  "depth",  "parent_seq", "arg0",    "arg1",   "arg2",   "arg3", "caller",
-        "ret_seq", "handle", "arg4",       "arg6",    "arg7",   "arg5"};
+        "seq",     "t_ns",   "dur_ns",     "wait_ns", "api_id", "device", "ptr",     "size",
+        "result",  "depth",  "parent_seq", "arg0",    "arg1",   "arg2",   "arg3",    "caller",
+        "ret_seq", "handle", "arg4",       "arg6",    "arg7",   "arg5",   "stack_id"};
     struct trace *t = (struct trace *)s->p->trace;
-    sqlite3_stmt *stmt = trace_query(t, "SELECT name FROM pragma_table_info('events')", "");
+    sqlite3_stmt *stmt =
+        trace_query(t, "SELECT name, \"notnull\" FROM pragma_table_info('events')", "");
     if (!stmt) {
         *rc = -1;
         return NULL;
@@ -492,14 +515,18 @@ static char *events_query(struct pass *s, int *rc)
     while ((*rc = trace_step(t, stmt)) == 1) {
         const char *name = (const char *)sqlite3_column_text(stmt, 0);
         for (int i = 0; name && i < NCOLS; i++)
-            if (strcmp(name, names[i]) == 0)
+            if (strcmp(name, names[i]) == 0) {
                 have[i] = true;
+                notnull[i] = sqlite3_column_int64(stmt, 1) != 0;
+            }
     }
     sqlite3_finalize(stmt);
     if (*rc < 0)
         return NULL;
     have[COL_CALLER] &= s->p->modules;
     have[COL_RET_SEQ] &= trace_has_effect_order(t);
+    for (int i = 0; i < NCOLS; i++)
+        notnull[i] &= have[i]; /* a column read as NULL is NULL */
     char *sql = xstrdup("SELECT");
     for (int i = 0; i < NCOLS; i++) {
         char *more = xasprintf("%s%s %s", sql, i ? "," : "", have[i] ? names[i] : "NULL");
@@ -543,11 +570,54 @@ static int64_t effect_order(const struct call_row *c, bool ordered, bool has_ret
     return gm_add(gm_add(at, at), 1);
 }
 
+/* An integer column, if_null for NULL; a NOT NULL column in one call. */
+static inline int64_t col_or(sqlite3_stmt *stmt, int col, bool notnull, int64_t if_null)
+{
+    return notnull || sqlite3_column_type(stmt, col) != SQLITE_NULL
+               ? sqlite3_column_int64(stmt, col)
+               : if_null;
+}
+
+/*
+ * A row of the ipc view's apis (role ipc_export, or alloc in space ipc), kept
+ * when the view would show it and ld_read_ipc use it: a handle (not NULL,
+ * not empty: lower(hex(handle)) is its handle_hex), result 0 (not NULL). The
+ * view's other condition, a logical event, needs the parent, which a
+ * damaged trace may record later: ld_read_ipc decides it.
+ */
+static void keep_ipc_row(struct pass *s, const struct call_row *c, sqlite3_stmt *stmt,
+                         const bool notnull[NCOLS])
+{
+    if (sqlite3_column_type(stmt, COL_HANDLE) == SQLITE_NULL ||
+        col_or(stmt, COL_RESULT, notnull[COL_RESULT], 1) != 0 ||
+        sqlite3_column_type(stmt, COL_SEQ) == SQLITE_NULL)
+        return;
+    /* hex() reads its argument as a blob, as sqlite3_column_blob does. */
+    const unsigned char *bytes = sqlite3_column_blob(stmt, COL_HANDLE);
+    int len = sqlite3_column_bytes(stmt, COL_HANDLE);
+    if (!bytes || len <= 0)
+        return;
+    static const char digits[] = "0123456789abcdef";
+    char *hex = xmalloc(2 * (size_t)len + 1);
+    for (int i = 0; i < len; i++) {
+        hex[2 * i] = digits[bytes[i] >> 4];
+        hex[2 * i + 1] = digits[bytes[i] & 15];
+    }
+    hex[2 * len] = '\0';
+    s->ipc_rows = xgrow(s->ipc_rows, &s->ipc_rows_cap, s->nipc_rows + 1, sizeof(*s->ipc_rows));
+    s->ipc_rows[s->nipc_rows++] = (struct ipc_row){.seq = c->seq,
+                                                   .parent_seq = c->parent_seq,
+                                                   .has_parent = c->has_parent,
+                                                   .info = c->info,
+                                                   .hex = hex};
+}
+
 int ld_read_calls(struct pass *s)
 {
     struct trace *t = (struct trace *)s->p->trace;
     int rc = 0;
-    char *sql = events_query(s, &rc);
+    bool notnull[NCOLS] = {0};
+    char *sql = events_query(s, notnull, &rc);
     if (!sql)
         return -1;
     sqlite3_stmt *stmt = trace_query(t, sql, "");
@@ -561,14 +631,16 @@ int ld_read_calls(struct pass *s)
     while ((rc = trace_step(t, stmt)) == 1) {
         /* seq is the rowid: never NULL. The calls view joins apis: a row of
          * an api it lacks is not a call. */
-        const struct api_info *info = ld_api_by_id(s, col_int(stmt, COL_API, INT64_MIN));
+        const struct api_info *info =
+            ld_api_by_id(s, col_or(stmt, COL_API, notnull[COL_API], INT64_MIN));
         if (!info)
             continue;
-        /* Columns where NULL reads as 0 take one call instead of two: the
-         * SQLite API's per-call cost is most of the pass. */
-        bool has_t = !col_is_null(stmt, COL_T);
-        int64_t device = col_int(stmt, COL_DEVICE, -1);
-        bool has_parent = !col_is_null(stmt, COL_PARENT);
+        /* Columns where NULL reads as 0 take one call, and so do those the
+         * table declares NOT NULL: the SQLite API's per-call cost is most
+         * of the pass. */
+        bool has_t = notnull[COL_T] || !col_is_null(stmt, COL_T);
+        int64_t device = col_or(stmt, COL_DEVICE, notnull[COL_DEVICE], -1);
+        bool has_parent = notnull[COL_PARENT] || !col_is_null(stmt, COL_PARENT);
         struct call_row c = {
             .seq = sqlite3_column_int64(stmt, COL_SEQ),
             .t_ns = has_t ? sqlite3_column_int64(stmt, COL_T) : last_t,
@@ -586,12 +658,16 @@ int ld_read_calls(struct pass *s)
             .arg2 = sqlite3_column_int64(stmt, COL_ARG2),
             .arg3 = sqlite3_column_int64(stmt, COL_ARG3),
             .caller = sqlite3_column_int64(stmt, COL_CALLER),
+            .stack_id = sqlite3_column_int64(stmt, COL_STACK),
             .info = info,
         };
         last_t = c.t_ns;
-        c.order = effect_order(&c, ordered, ordered && !col_is_null(stmt, COL_RET_SEQ),
+        c.order = effect_order(&c, ordered,
+                               ordered && (notnull[COL_RET_SEQ] || !col_is_null(stmt, COL_RET_SEQ)),
                                ordered ? sqlite3_column_int64(stmt, COL_RET_SEQ) : 0);
         note_call(s, &c);
+        if (info->ipc_row)
+            keep_ipc_row(s, &c, stmt, notnull);
         /* Each decoded row, in seq order: what is counted per call. */
         const void *handle = NULL;
         int handle_len = 0;
@@ -651,42 +727,39 @@ static uint32_t alloc_of_call(const struct gm_process *p, uint32_t **by_seq, int
     return lo < p->nallocs && p->allocs[(*by_seq)[lo]].seq == seq ? (*by_seq)[lo] : GM_NONE;
 }
 
-/* Exports and opens from the ipc view: the handle names what was shared. */
-int ld_read_ipc(struct pass *s, size_t first_export)
+/* Exports and opens from the ipc view's rows, kept by the pass: the handle
+ * names what was shared. */
+void ld_read_ipc(struct pass *s, size_t first_export)
 {
-    struct trace *t = (struct trace *)s->p->trace;
     struct loader *L = s->L;
-    sqlite3_stmt *stmt =
-        trace_query(t, "SELECT seq, api, handle_hex, result FROM ipc ORDER BY seq", "");
-    if (!stmt)
-        return -1;
     size_t next_export = first_export;
     uint32_t *by_seq = NULL;
-    int rc;
-    while ((rc = trace_step(t, stmt)) == 1) {
-        const struct api_info *info = ld_api_of(s, (const char *)sqlite3_column_text(stmt, 1));
-        const char *hex = (const char *)sqlite3_column_text(stmt, 2);
-        if (!info || !hex || !hex[0] || col_int(stmt, 3, 1) != 0 || col_is_null(stmt, 0))
+    for (size_t i = 0; i < s->nipc_rows; i++) {
+        const struct ipc_row *row = &s->ipc_rows[i];
+        /* The view joins each event to its parent wherever it is. */
+        bool logical =
+            is_logical(s, row->info, row->has_parent ? ld_seq_index(s, row->parent_seq) : SIZE_MAX);
+        /* The view names the api, and a name stands for its first row. */
+        const struct api_info *info = ld_api_of(s, L->apis.strings[row->info->name]);
+        if (!logical || !info)
             continue;
-        int64_t seq = col_int(stmt, 0, 0);
+        int64_t seq = row->seq;
         if (info->role == ROLE_IPC_EXPORT) {
             /* The exports the calls pass tied to an allocation, in seq order. */
             while (next_export < L->nexports && L->exports[next_export].seq < seq)
                 next_export++;
             if (next_export < L->nexports && L->exports[next_export].seq == seq)
-                L->exports[next_export++].handle = strtab_id(&L->handles, hex);
+                L->exports[next_export++].handle = strtab_id(&L->handles, row->hex);
         } else if (info->role == ROLE_ALLOC && info->kind == GM_KIND_IPC) {
             uint32_t a = alloc_of_call(s->p, &by_seq, seq);
             if (a == GM_NONE)
                 continue;
             L->opens = xgrow(L->opens, &L->opens_cap, L->nopens + 1, sizeof(*L->opens));
             L->opens[L->nopens++] = (struct handle_use){
-                .handle = strtab_id(&L->handles, hex), .proc = s->p, .alloc = a, .seq = seq};
+                .handle = strtab_id(&L->handles, row->hex), .proc = s->p, .alloc = a, .seq = seq};
         }
     }
-    sqlite3_finalize(stmt);
     free(by_seq);
-    return rc;
 }
 
 void ld_resolve_pending(struct pass *s)

@@ -490,33 +490,6 @@ static int load_frames(struct loader *l)
     return rc < 0 ? -1 : 0;
 }
 
-static int compare_calls(const void *a, const void *b)
-{
-    const struct stack_call *x = a, *y = b;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-static int load_calls(struct loader *l)
-{
-    sqlite3_stmt *q = trace_query(l->t, "SELECT seq, parent_seq, stack_id FROM calls", "");
-    if (!q)
-        return -1;
-    struct stack_set *s = l->out;
-    size_t cap = 0;
-    int rc;
-    while ((rc = trace_step(l->t, q)) == 1) {
-        s->calls = xgrow(s->calls, &cap, s->ncalls + 1, sizeof(*s->calls));
-        s->calls[s->ncalls++] =
-            (struct stack_call){col_int(q, 0, 0), col_int(q, 1, 0), col_int(q, 2, 0)};
-    }
-    sqlite3_finalize(q);
-    if (rc < 0)
-        return -1;
-    if (s->ncalls > 1)
-        qsort(s->calls, s->ncalls, sizeof(*s->calls), compare_calls);
-    return 0;
-}
-
 static int compare_stacks(const void *a, const void *b)
 {
     const struct stack *x = a, *y = b;
@@ -571,8 +544,6 @@ int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out)
     if (rc == 0)
         rc = load_frames(&l);
     symcache_free(&l.cache);
-    if (rc == 0)
-        rc = load_calls(&l);
     free(l.modules);
     if (rc != 0) {
         stacks_free(out); /* a damaged trace leaves nothing half loaded */
@@ -588,7 +559,6 @@ void stacks_free(struct stack_set *s)
     for (size_t i = 0; i < s->nstacks; i++)
         free(s->stacks[i].frames);
     free(s->stacks);
-    free(s->calls);
     free(s->config);
     free(s->unnamed_example);
     free(s->cache_key);
@@ -607,36 +577,6 @@ const struct stack *stacks_by_id(const struct stack_set *s, int64_t id)
             lo = mid + 1;
         else
             hi = mid;
-    }
-    return NULL;
-}
-
-static const struct stack_call *call_of(const struct stack_set *s, int64_t seq)
-{
-    size_t lo = 0, hi = s->ncalls;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->calls[mid].seq == seq)
-            return &s->calls[mid];
-        if (s->calls[mid].seq < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
-const struct stack *stacks_of_call(const struct stack_set *s, int64_t seq)
-{
-    for (int hop = 0; hop < MAX_PARENT_HOPS; hop++) {
-        const struct stack_call *c = call_of(s, seq);
-        if (!c)
-            return NULL;
-        if (c->stack_id > 0)
-            return stacks_by_id(s, c->stack_id);
-        if (c->parent_seq <= 0 || c->parent_seq >= seq)
-            return NULL; /* parents start earlier: anything else is damage */
-        seq = c->parent_seq;
     }
     return NULL;
 }
@@ -825,10 +765,10 @@ char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind,
     return native_site(f);
 }
 
-char *stacks_call_site(const struct stack_set *s, int64_t seq, const char *api,
+char *stacks_call_site(const struct stack_set *s, int64_t stack_id, const char *api,
                        enum site_kind *kind, char **note)
 {
-    return stacks_site(stacks_of_call(s, seq), api, kind, note);
+    return stacks_site(stacks_by_id(s, stack_id), api, kind, note);
 }
 
 const struct stack_frame *stacks_find_python(const struct stack *st, const char *const *names,

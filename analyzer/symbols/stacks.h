@@ -9,7 +9,9 @@
  * innermost first, then the Python frames). A call without a stack of its
  * own made inside another traced call (the runtime's cuMemAlloc_v2 inside a
  * cudaMalloc, NCCL's cuMemCreate inside ncclCommInitRank) has its caller's:
- * stacks_of_call follows parent_seq. Format 5 adds to each Python frame its
+ * the GPU model's one pass over the events follows parent_seq and keeps
+ * each allocation's stack id (gm_alloc.stack_id; model/pairing.c), so that
+ * this module reads only the stack tables. Format 5 adds to each Python frame its
  * instruction offset and whether it was the first frame of its eval-loop
  * invocation (the interpreter's entry marker), which makes the merge of
  * Python frames into the native ones exact; format 4 traces merge as
@@ -22,7 +24,7 @@
  *     if (stacks_load(t, sym, &ss) != 0) { trace_report_error(t); ... }
  *     enum site_kind kind;
  *     char *note;
- *     char *site = stacks_call_site(&ss, seq, "cudaMalloc", &kind, &note);
+ *     char *site = stacks_call_site(&ss, alloc->stack_id, "cudaMalloc", &kind, &note);
  *     ... "custom_all_reduce.py:142 create_shared_buffer", or NULL ...
  *     free(site);
  *     free(note);
@@ -71,17 +73,11 @@ struct stack {
     const char *config;     /* the set's meta 'stacks' (for the site's note), NULL absent */
 };
 
-struct stack_call {
-    int64_t seq, parent_seq, stack_id;
-};
-
 struct stack_set {
     bool present;         /* the trace records stacks (format 4 or later) */
     char *config;         /* meta 'stacks' as the process had it, NULL when absent */
     struct stack *stacks; /* by id */
     size_t nstacks;
-    struct stack_call *calls; /* by seq */
-    size_t ncalls;
     char *unnamed_example; /* the first module whose frames stayed unnamed, and why:
                               "libfoo.so: No such file or directory"; NULL if none */
     char *cache_key;       /* what the names cache beside the trace must be valid for */
@@ -97,11 +93,9 @@ struct stack_set {
 int stacks_load(struct trace *t, struct symbolizer *sym, struct stack_set *out);
 void stacks_free(struct stack_set *s);
 
+/* The stack of that id (a call's: gm_alloc.stack_id), NULL when none
+ * (id 0: the call has none, nor any call it was made in). */
 const struct stack *stacks_by_id(const struct stack_set *s, int64_t id);
-
-/* The stack of call seq: its own, or that of the nearest enclosing call
- * that has one; NULL when none. */
-const struct stack *stacks_of_call(const struct stack_set *s, int64_t seq);
 
 enum site_kind { SITE_NONE, SITE_PYTHON, SITE_NATIVE };
 
@@ -126,8 +120,8 @@ enum site_kind { SITE_NONE, SITE_PYTHON, SITE_NATIVE };
  */
 char *stacks_site(const struct stack *st, const char *api, enum site_kind *kind, char **note);
 
-/* stacks_site of stacks_of_call(s, seq). */
-char *stacks_call_site(const struct stack_set *s, int64_t seq, const char *api,
+/* stacks_site of stacks_by_id(s, stack_id). */
+char *stacks_call_site(const struct stack_set *s, int64_t stack_id, const char *api,
                        enum site_kind *kind, char **note);
 
 /* "site.py:12 fn", "fn+0x1c (libfoo.so)", "libfoo.so+0x1234" or "0x7f...": malloc'd. */

@@ -11,14 +11,15 @@
 /* The model-based reports' suites (test_timeline.c, test_budget.c). */
 Suite *timeline_suite(void);
 Suite *budget_suite(void);
-Suite *diff_suite(void);         /* test_diff.c */
-Suite *stacks_merge_suite(void); /* test_stacks_merge.c */
-Suite *readonly_suite(void);     /* test_readonly.c */
-Suite *collcalls_suite(void);    /* test_collcalls.c */
-Suite *comms_suite(void);        /* test_comms.c */
-Suite *conventions_suite(void);  /* test_conventions.c */
-Suite *model_views_suite(void);  /* test_model_views.c */
-Suite *progress_suite(void);     /* test_progress.c */
+Suite *diff_suite(void);            /* test_diff.c */
+Suite *stacks_merge_suite(void);    /* test_stacks_merge.c */
+Suite *readonly_suite(void);        /* test_readonly.c */
+Suite *collcalls_suite(void);       /* test_collcalls.c */
+Suite *comms_suite(void);           /* test_comms.c */
+Suite *conventions_suite(void);     /* test_conventions.c */
+Suite *model_views_suite(void);     /* test_model_views.c */
+Suite *progress_suite(void);        /* test_progress.c */
+Suite *model_ipcstacks_suite(void); /* test_model_ipcstacks.c */
 
 int main(void)
 {
@@ -47,6 +48,7 @@ int main(void)
     srunner_add_suite(runner, conventions_suite());
     srunner_add_suite(runner, model_views_suite());
     srunner_add_suite(runner, progress_suite());
+    srunner_add_suite(runner, model_ipcstacks_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
