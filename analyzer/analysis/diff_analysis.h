@@ -21,6 +21,12 @@
  *     server's KV-cache budget (budget_analysis.h) and the configuration
  *     (command lines, recorded environment) on each side.
  *
+ * The report filters (--rank, --pid, --host, --gpu: diff_filter.c) choose
+ * the pairs right after pairing: what is aligned, grouped and summed over
+ * pairs is then over the listed pairs only; a GPU's own numbers, and what
+ * belongs to a run as a whole (IPC, communicators, budget, configuration),
+ * stay computed over everything.
+ *
  * Nothing compared depends on pids, pointers, timestamps, hashes or file
  * names, so two identical runs compare equal; they are kept only as context.
  */
@@ -28,6 +34,7 @@
 #define CUTRACE_ANALYZER_DIFF_ANALYSIS_H
 
 #include "analysis/budget_analysis.h"
+#include "cli.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
 #include "symbols/stacks.h"
@@ -52,6 +59,7 @@ struct diff_options {
     bool budget;       /* --framework given: compare the budgets */
     struct budget_options budget_options;
     bool json;
+    const struct cli_report_opts *filters; /* --rank/--pid/--host/--gpu; NULL: none */
 };
 
 /* One milestone of one GPU of one run. */
@@ -79,8 +87,11 @@ struct diff_gpu {
     struct diff_milestone *ms;
     size_t nms;
     int64_t failed_dropped; /* failed calls past DIFF_MAX_FAILED_MILESTONES */
-    uint32_t pair;          /* index into the diff's pairs, GM_NONE when unpaired */
+    uint32_t pair;          /* index into the diff's pairs, GM_NONE when unpaired, DIFF_UNLISTED */
 };
+
+/* diff_gpu.pair of a GPU (paired or not) that the filters do not list. */
+#define DIFF_UNLISTED (GM_NONE - 1)
 
 enum diff_match_by { DIFF_BY_RANK, DIFF_BY_ORDINAL, DIFF_BY_UUID };
 extern const char *const diff_match_keys[]; /* "rank", "ordinal", "uuid" */
@@ -94,6 +105,7 @@ struct diff_step {
 struct diff_pair {
     uint32_t gpu[2]; /* index into each run's gpus */
     uint8_t by;      /* enum diff_match_by */
+    uint32_t index;  /* among all pairs, before the filters: what --gpu INDEX names */
     struct diff_step *steps;
     size_t nsteps;
     int64_t first_div; /* the first step whose deltas exceed the threshold, -1 none */
@@ -249,7 +261,10 @@ struct diff {
     struct symbolizer *sym;  /* names native frames of both runs, with one cache */
     bool sites_compared;     /* every process of both runs has call stacks */
     struct diff_pair *pairs; /* ranks first, ascending, then ordinals, then uuids */
-    size_t npairs;
+    size_t npairs;           /* the listed ones (all without a filter) */
+    bool filtered;           /* a filter was given */
+    size_t pairs_total;      /* pairs before the filters */
+    size_t paired_by[3];     /* ... by enum diff_match_by */
     struct diff_row *rows;
     size_t nrows, rows_cap;
     int64_t first_div_row; /* the earliest row where some pair diverges, -1 none */
@@ -273,7 +288,7 @@ struct diff {
  * Opens, loads and compares the two runs. Returns 0, or the exit status
  * after printing one line: CLI_EXIT_BAD_INPUT for traces that cannot be
  * read, CLI_EXIT_USAGE when the budget needs a fraction no command line
- * gives. diff_free releases what was made either way.
+ * gives or the filters list no GPU. diff_free releases what was made either way.
  */
 int diff_run_all(struct diff *d, struct diff_options *o);
 void diff_free(struct diff *d);

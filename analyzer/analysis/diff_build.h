@@ -8,6 +8,7 @@
  *   diff_ipc.c         IPC lineage
  *   diff_nccl.c        communicators and collectives
  *   diff_config.c      command lines and environment
+ *   diff_filter.c      the pairs the report filters list
  */
 #ifndef CUTRACE_ANALYZER_DIFF_BUILD_H
 #define CUTRACE_ANALYZER_DIFF_BUILD_H
@@ -61,6 +62,9 @@ void diff_keymap_free(struct diff_keymap *k);
 
 void diff_build_gpus(struct diff *d, struct diff_run *r); /* diff_milestones.c */
 void diff_pair_gpus(struct diff *d);
+/* Keeps the pairs (and unpaired GPUs) the filters list; CLI_EXIT_USAGE
+ * after the one-line usage error when they list nothing. diff_filter.c. */
+int diff_filter_pairs(struct diff *d, const struct cli_report_opts *o);
 void diff_align_pair(struct diff *d, struct diff_pair *p);
 void diff_build_rows(struct diff *d);
 void diff_compare_allocations(struct diff *d);           /* diff_allocs.c */

@@ -240,6 +240,7 @@ static void json_gpus(struct json_writer *w, const struct diff *d)
         char *name = diff_pair_name(d, p);
         json_kv_string(w, "name", name);
         free(name);
+        json_kv_uint(w, "index", pr->index);
         json_kv_string(w, "matched_by", diff_match_keys[pr->by]);
         json_key(w, "baseline");
         json_gpu(w, d, DIFF_A, pr->gpu[0]);
@@ -724,6 +725,12 @@ void diff_print_json(const struct diff *d, FILE *out)
                    !d->o->budget
                        ? NULL
                        : (d->o->budget_options.framework == BUDGET_SGLANG ? "sglang" : "vllm"));
+    json_object_end(&w);
+    /* What the filters kept: the pairs listed of all (--gpu INDEX counts in all). */
+    json_key(&w, "listed");
+    json_object_begin(&w);
+    json_kv_uint(&w, "pairs", d->npairs);
+    json_kv_uint(&w, "pairs_total", d->pairs_total);
     json_object_end(&w);
     json_kv_bool(&w, "match", d->differences == 0);
     json_key(&w, "differences");

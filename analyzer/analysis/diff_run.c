@@ -409,6 +409,9 @@ int diff_run_all(struct diff *d, struct diff_options *o)
         }
     }
     diff_pair_gpus(d);
+    int listed = diff_filter_pairs(d, o->filters);
+    if (listed != 0)
+        return listed;
     for (size_t i = 0; i < d->npairs; i++)
         diff_align_pair(d, &d->pairs[i]);
     diff_build_rows(d);
@@ -538,6 +541,8 @@ char *diff_pairs_text(const struct diff *d, const uint32_t *pairs, size_t count)
     bool ranks = true;
     for (size_t i = 0; i < count; i++)
         ranks &= d->pairs[pairs[i]].by == DIFF_BY_RANK;
+    if (count == d->npairs && count > 1 && d->filtered)
+        return xstrdup(ranks ? "every listed rank" : "every listed GPU");
     if (count == d->npairs && count > 1)
         return xstrdup(ranks ? "every rank" : "every GPU");
     if (ranks) {

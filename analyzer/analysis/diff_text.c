@@ -9,6 +9,7 @@
 #include "analysis/diff_words.h"
 
 #include "cli.h"
+#include "model/filter.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "out/units.h"
@@ -187,7 +188,10 @@ static void print_one_sided(const struct diff *d, FILE *out)
         }
         if (count)
             diff_emit(out, 2, "milestones only in %s%s: %s", diff_side_name(side),
-                      d->npairs > 1 ? " (every rank unless said)" : "", list);
+                      d->npairs < 2 ? ""
+                      : d->filtered ? " (every listed rank unless said)"
+                                    : " (every rank unless said)",
+                      list);
         free(list);
     }
 }
@@ -212,6 +216,7 @@ static void print_phases(const struct diff *d, FILE *out)
                                                    : (const int64_t(*)[3])total;
         char *who = uniform             ? xstrdup(d->npairs > 1 ? ", per rank" : "")
                     : alike && nchanged ? diff_pairs_text(d, changed, nchanged)
+                    : d->filtered       ? xstrdup(", all listed ranks together")
                                         : xstrdup(", all ranks together");
         if (!uniform && alike && nchanged) {
             char *on = xasprintf(" on %s", who);
@@ -830,11 +835,17 @@ void diff_print_text(const struct diff *d, FILE *out)
     fputc('\n', out);
     print_run_line(d, DIFF_A, out);
     print_run_line(d, DIFF_B, out);
-    size_t by[3] = {0};
-    for (size_t p = 0; p < d->npairs; p++)
-        by[d->pairs[p].by]++;
-    diff_emit(out, 2, "GPUs paired: %zu by NCCL rank, %zu by device ordinal, %zu by uuid", by[0],
-              by[1], by[2]);
+    diff_emit(out, 2, "GPUs paired: %zu by NCCL rank, %zu by device ordinal, %zu by uuid",
+              d->paired_by[DIFF_BY_RANK], d->paired_by[DIFF_BY_ORDINAL],
+              d->paired_by[DIFF_BY_UUID]);
+    if (d->filtered) {
+        char given[256];
+        gm_filter_given(given, sizeof(given), d->o->filters);
+        diff_emit(out, 2,
+                  "listed (%s): %zu pair%s of %zu; IPC, NCCL, budget and configuration are the "
+                  "whole runs'",
+                  given, d->npairs, d->npairs == 1 ? "" : "s", d->pairs_total);
+    }
     print_summary(d, out);
     print_milestones(d, out);
     print_allocations(d, out);

@@ -14,6 +14,9 @@
  * signed. Lines fit 120 columns. --json carries every pair, every step and
  * every group with raw numbers.
  *
+ * --rank, --pid, --host and --gpu choose the GPU pairs listed
+ * (analysis/diff_filter.c says how a filter names a pair of two runs).
+ *
  * Nothing that makes two identical runs differ (pids, pointers, times, file
  * names, communicator hashes) is compared; pids and seqs appear in JSON as
  * context only.
@@ -49,11 +52,18 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FORMAT_HELP
-        CLI_HELP_HELP "\n"
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
+        CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "The filters choose the GPU pairs listed: a pair passes when a process on\n"
+    "its GPU, in either run, has a rank, pid and host listed; --gpu INDEX is the\n"
+    "pair's index in the unfiltered report (JSON gpus.pairs[].index), a uuid\n"
+    "prefix may match either side. The summary, milestones, allocations and\n"
+    "--fail-on-problem are about the listed pairs; IPC, NCCL, the budget and\n"
+    "the configuration stay the whole runs'.\n"
+    "\n"
     "Tables for --csv: milestones (one row per aligned milestone of each GPU pair),\n"
     "allocations (one row per allocation group that differs).\n"
-    "\n" CLI_EXIT_HELP("a milestone diverges past --threshold\n"
+    "\n" CLI_EXIT_HELP("a listed pair's milestone diverges past --threshold\n"
                        "exit 0 when compared, whether or not the runs differ");
 
 static const char *const csv_tables[] = {"milestones", "allocations", NULL};
@@ -72,8 +82,11 @@ static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
 static int parse_options(int argc, char **argv, struct diff_options *o, struct cli_report_opts *rep)
 {
     static const struct option options[] = {
-        BUDGET_LONG_OPTIONS, {"threshold", required_argument, NULL, 't'},
-        CLI_FORMAT_OPTIONS,  {"help", no_argument, NULL, 'h'},
+        BUDGET_LONG_OPTIONS,
+        {"threshold", required_argument, NULL, 't'},
+        CLI_FILTER_OPTIONS,
+        CLI_FORMAT_OPTIONS,
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = argv[0];
@@ -109,6 +122,7 @@ static int parse_options(int argc, char **argv, struct diff_options *o, struct c
     if (finished != CLI_PARSED)
         return finished;
     o->json = rep->format == CLI_FORMAT_JSON;
+    o->filters = rep;
     o->budget = st.framework != NULL;
     b->json = o->json;
     if (argc - optind < 2)
@@ -144,7 +158,7 @@ int cmd_diff(int argc, char **argv)
             cli_error(NULL, "cannot write the report to standard output");
             status = CLI_EXIT_BAD_INPUT;
         } else if (rep.fail_on_problem && d.first_div_row >= 0) {
-            status = CLI_EXIT_PROBLEM; /* a milestone diverges past --threshold */
+            status = CLI_EXIT_PROBLEM; /* a listed pair diverges past --threshold */
         }
     }
     diff_free(&d);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool host_listed(const char *list, const char *host)
+bool gm_filter_host_listed(const char *list, const char *host)
 {
     size_t n = strlen(host);
     for (const char *p = list; *p;) {
@@ -30,8 +30,7 @@ static bool used_gpu(const struct gm_process *p, uint32_t gpu)
     return false;
 }
 
-/* "ranks 0-3; hosts node1, node2": what the traces have, for the error. */
-static char *what_there_is(const struct gm_model *m, const struct cli_report_opts *o)
+char *gm_filter_what_there_is(const struct gm_model *m, const struct cli_report_opts *o)
 {
     char *text = xstrdup("");
     if (o->rank) {
@@ -67,6 +66,19 @@ static char *what_there_is(const struct gm_model *m, const struct cli_report_opt
     return text;
 }
 
+void gm_filter_given(char *buf, size_t size, const struct cli_report_opts *o)
+{
+    assert(size > 0);
+    buf[0] = '\0';
+    const struct {
+        const char *name, *value;
+    } all[] = {{"--rank", o->rank}, {"--pid", o->pid}, {"--host", o->host}, {"--gpu", o->gpu}};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        if (all[i].value)
+            snprintf(buf + strlen(buf), size - strlen(buf), "%s%s %s", buf[0] ? " " : "",
+                     all[i].name, all[i].value);
+}
+
 int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct cli_report_opts *o,
                    const char *command)
 {
@@ -95,7 +107,7 @@ int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct c
         if (o->pid)
             ok = ok && cli_ranges_contain(pids, npids, p->pid);
         if (o->host)
-            ok = ok && host_listed(o->host, p->host);
+            ok = ok && gm_filter_host_listed(o->host, p->host);
         if (f->gpu >= 0)
             ok = ok && used_gpu(p, (uint32_t)f->gpu);
         f->proc_ok[i] = ok;
@@ -115,15 +127,9 @@ int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct c
         f->ngpus += ok;
     }
     if (f->procs_filtered && f->nprocs == 0) {
-        char given[256] = "";
-        const struct {
-            const char *name, *value;
-        } all[] = {{"--rank", o->rank}, {"--pid", o->pid}, {"--host", o->host}, {"--gpu", o->gpu}};
-        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-            if (all[i].value)
-                snprintf(given + strlen(given), sizeof(given) - strlen(given), "%s%s %s",
-                         given[0] ? " " : "", all[i].name, all[i].value);
-        char *there = what_there_is(m, o);
+        char given[256];
+        gm_filter_given(given, sizeof(given), o);
+        char *there = gm_filter_what_there_is(m, o);
         cli_usage_error(command, "%s: no process of these traces matches (%s)", given, there);
         free(there);
         return CLI_EXIT_USAGE;

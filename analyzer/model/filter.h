@@ -43,6 +43,14 @@ int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct c
                    const char *command);
 void gm_filter_free(struct gm_filter *f);
 
+/* The pieces of the nothing-matches line, for a report that matches the
+ * filters itself (diff, over two runs): "--rank 9 --pid 7" as given; "ranks
+ * 0 to 3; pids 11, 12" (malloc'd) for what m has; whether host is in a
+ * --host LIST. */
+void gm_filter_given(char *buf, size_t size, const struct cli_report_opts *o);
+char *gm_filter_what_there_is(const struct gm_model *m, const struct cli_report_opts *o);
+bool gm_filter_host_listed(const char *list, const char *host);
+
 static inline bool gm_filter_proc(const struct gm_filter *f, uint32_t proc)
 {
     return f->proc_ok[proc];

@@ -396,6 +396,8 @@ bool gm_burst_between(const struct gm_model *m, uint32_t proc, uint32_t gpu, uin
  * after printing the usage error of command cmd.
  */
 int64_t gm_select_gpu(const struct gm_model *m, const char *arg, const char *cmd);
+/* Whether g's uuid (with or without "GPU-") or key starts with prefix, any case. */
+bool gm_gpu_matches(const struct gm_gpu *g, const char *prefix);
 
 /* The GPU a process used most (the most measurements, then the most
  * allocated bytes, then the lowest index); GM_NONE if none. */

@@ -96,7 +96,7 @@ static bool all_digits(const char *s)
     return true;
 }
 
-static bool gpu_matches(const struct gm_gpu *g, const char *prefix)
+bool gm_gpu_matches(const struct gm_gpu *g, const char *prefix)
 {
     size_t n = strlen(prefix);
     if (strncasecmp(g->key, prefix, n) == 0)
@@ -119,7 +119,7 @@ int64_t gm_select_gpu(const struct gm_model *m, const char *arg, const char *cmd
     int64_t found = -1;
     size_t matches = 0;
     for (size_t i = 0; i < m->ngpus; i++)
-        if (gpu_matches(&m->gpus[i], arg)) {
+        if (gm_gpu_matches(&m->gpus[i], arg)) {
             if (found < 0)
                 found = (int64_t)i;
             matches++;

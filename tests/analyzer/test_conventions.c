@@ -381,9 +381,19 @@ START_TEST(test_filters)
     assert_usage(bad, "--rank 1-: expected numbers and ranges like 0,2,4-7");
     const char *empty[] = {"sites", "--host", "", dir, NULL};
     assert_usage(empty, "--host needs a value");
-    /* diff compares runs whose pids and hosts differ by design: no filters. */
-    const char *diff[] = {"diff", "--pid", "1000", dir, dir, NULL};
-    assert_usage(diff, "unknown option '--pid'");
+    /* diff takes the filters too; a pid names a process of either run (test_diff.c). */
+    char *other = scratch_dir();
+    scenario_nccl(other, NCCL_SCENARIO_DEFAULT);
+    const char *diff[] = {"diff", "--pid", "77", dir, other, NULL};
+    assert_usage(diff, "cutrace diff: --pid 77: no GPU of these runs matches (A: pids 1000,");
+    const char *diff_rank[] = {"diff", "--json", "--rank", "2", dir, other, NULL};
+    r = run(diff_rank, NULL);
+    ck_assert_int_eq(r.status, 0);
+    j = compact(r.out);
+    assert_contains(j, "\"listed\":{\"pairs\":1,\"pairs_total\":4}");
+    free(j);
+    proc_result_free(&r);
+    scratch_remove(other);
     scratch_remove(dir);
 }
 END_TEST
@@ -517,7 +527,7 @@ START_TEST(test_help_lists_the_conventions)
         assert_contains(r.out, "\nexit status:\n  0  ok\n  1  bad input: ");
         assert_contains(r.out, "\n  2  usage error: ");
         assert_contains(r.out, "\n  3  with --fail-on-problem: ");
-        bool filters = strcmp(reports[i], "diff") != 0 && strcmp(reports[i], "recover") != 0;
+        bool filters = strcmp(reports[i], "recover") != 0;
         ck_assert_msg((strstr(r.out, "\n  --rank LIST                   only") != NULL) == filters,
                       "%s: --rank in its help: %d", reports[i], !filters);
         if (filters) {

@@ -1129,6 +1129,223 @@ START_TEST(test_exact_and_signed_sizes)
 }
 END_TEST
 
+/* ---- filters ---- */
+
+/* `cutrace diff OPTS A B` is a usage error whose one line holds needle. */
+static void assert_diff_usage(const char *const *opts, const char *a, const char *b,
+                              const char *needle)
+{
+    struct proc_result r = diff_run(opts, a, b);
+    ck_assert_msg(r.status == 2, "exit %d; stderr:\n%.1500s", r.status, r.err);
+    ck_assert_msg(r.out_len == 0, "stdout not empty:\n%.1500s", r.out);
+    ck_assert_msg(strchr(r.err, '\n') == r.err + r.err_len - 1, "not one line:\n%s", r.err);
+    assert_contains(r.err, needle);
+    proc_result_free(&r);
+}
+
+static int diff_status(const char *const *opts, const char *a, const char *b)
+{
+    struct proc_result r = diff_run(opts, a, b);
+    ck_assert_msg(r.out_len > 0, "no report; stderr:\n%.1500s", r.err);
+    int status = r.status;
+    proc_result_free(&r);
+    return status;
+}
+
+/* The rank of each pair a filtered --json lists, as "0,1". Malloc'd. */
+static char *listed_ranks(const char *const *opts, const char *a, const char *b)
+{
+    char *json = diff_json(opts, a, b);
+    char *out = strdup("");
+    for (int i = 0; i < jlen(json, "$.gpus.pairs"); i++) {
+        char *next = NULL;
+        ck_assert_int_ne(asprintf(&next, "%s%s%" PRId64, out, i ? "," : "",
+                                  jint(json, "$.gpus.pairs[%d].baseline.rank", i)),
+                         -1);
+        free(out);
+        out = next;
+    }
+    free(json);
+    return out;
+}
+
+/* Ranks 2 and 3 of B load 512 MiB more weights; ranks 0 and 1 are the same. */
+START_TEST(test_filters)
+{
+    char *root = scratch_dir();
+    char *a = subdir(root, "a"), *b = subdir(root, "b");
+    struct rank_spec spec = {.nranks = 4, .run = 'a'};
+    write_run(a, spec, 4, false);
+    spec.run = 'b';
+    for (int r = 0; r < 4; r++) {
+        struct rank_spec s = spec;
+        s.rank = r;
+        s.device = r;
+        s.weights = r >= 2 ? WEIGHTS + 2 : 0;
+        write_rank(b, &s);
+    }
+    /* Unfiltered: every pair, the divergence on ranks 2-3. */
+    char *json = diff_json(NULL, a, b);
+    ck_assert_int_eq(jint(json, "$.listed.pairs"), 4);
+    ck_assert_int_eq(jint(json, "$.listed.pairs_total"), 4);
+    ck_assert_int_eq(jint(json, "$.gpus.pairs[3].index"), 3);
+    ck_assert_int_eq(jlen(json, "$.summary.first_divergence.pairs"), 2);
+    ck_assert_int_gt(jlen(json, "$.allocations"), 0);
+    free(json);
+
+    /* --rank: the pairs of those ranks; what is summed over pairs is over them. */
+    const char *ranks01[] = {"--rank", "0-1", NULL};
+    json = diff_json(ranks01, a, b);
+    ck_assert_int_eq(jint(json, "$.listed.pairs"), 2);
+    ck_assert_int_eq(jint(json, "$.listed.pairs_total"), 4);
+    ck_assert_int_eq(jlen(json, "$.gpus.pairs"), 2);
+    ck_assert_int_eq(jint(json, "$.gpus.pairs[1].baseline.rank"), 1);
+    ck_assert_int_eq(jint(json, "$.gpus.pairs[1].index"), 1);
+    ck_assert_int_eq(jlen(json, "$.alignment"), 2);
+    ck_assert_str_eq(jtext(json, "$.summary.first_divergence"), "null");
+    ck_assert_str_eq(jtext(json, "$.allocations"), "[]");
+    ck_assert_str_eq(jtext(json, "$.gpus.only_in_baseline"), "[]");
+    free(json);
+    const char *rank3[] = {"--rank", "3", NULL};
+    json = diff_json(rank3, a, b);
+    ck_assert_int_eq(jlen(json, "$.gpus.pairs"), 1);
+    ck_assert_int_eq(jint(json, "$.gpus.pairs[0].index"), 3);
+    ck_assert_str_eq(jtext(json, "$.gpus.pairs[0].name"), "rank 3");
+    ck_assert_int_eq(jlen(json, "$.summary.first_divergence.pairs"), 1);
+    ck_assert_int_eq(jint(json, "$.allocations[0].pairs_changed"), 1);
+    ck_assert_int_eq(jint(json, "$.allocations[0].delta_bytes"), 2 * WEIGHT);
+    free(json);
+    char *text = diff_text(rank3, a, b);
+    assert_contains(text, "  listed (--rank 3): 1 pair of 4; IPC, NCCL, budget and configuration");
+    assert_contains(text, "  GPUs paired: 4 by NCCL rank, 0 by device ordinal, 0 by uuid\n");
+    assert_contains(text, "\nMilestones of rank 3, aligned");
+    ck_assert_ptr_null(strstr(text, "rank 2"));
+    free(text);
+    const char *ranks23[] = {"--rank", "2,3", NULL};
+    text = diff_text(ranks23, a, b);
+    assert_contains(text, " on every listed rank (rank 2: ");
+    free(text);
+
+    /* --pid names one run's process: the pair is listed through that side. */
+    char *l = listed_ranks((const char *[]){"--pid", "7014", NULL}, a, b); /* B's rank 2 */
+    ck_assert_str_eq(l, "2");
+    free(l);
+    l = listed_ranks((const char *[]){"--pid", "3007,7021", NULL}, a, b); /* A's 1, B's 3 */
+    ck_assert_str_eq(l, "1,3");
+    free(l);
+    /* --host: either side's; with --pid, one process must match both. */
+    l = listed_ranks((const char *[]){"--host", "nodeB", NULL}, a, b);
+    ck_assert_str_eq(l, "0,1,2,3");
+    free(l);
+    l = listed_ranks((const char *[]){"--host", "nodeA", "--pid", "3000", NULL}, a, b);
+    ck_assert_str_eq(l, "0");
+    free(l);
+    assert_diff_usage((const char *[]){"--host", "nodeB", "--pid", "3000", NULL}, a, b,
+                      "cutrace diff: --pid 3000 --host nodeB: no GPU of these runs matches "
+                      "(A: pids 3000, 3007, 3014, 3021; B: pids 7000, 7007, 7014, 7021)");
+
+    /* --gpu: the pair's index in the unfiltered report, or a uuid prefix of either side. */
+    l = listed_ranks((const char *[]){"--gpu", "2", NULL}, a, b);
+    ck_assert_str_eq(l, "2");
+    free(l);
+    l = listed_ranks((const char *[]){"--gpu", "b0000003", NULL}, a, b);
+    ck_assert_str_eq(l, "3");
+    free(l);
+    l = listed_ranks((const char *[]){"--gpu", "gpu-A0000001", NULL}, a, b);
+    ck_assert_str_eq(l, "1");
+    free(l);
+    l = listed_ranks((const char *[]){"--gpu", "3", "--rank", "3", NULL}, a, b);
+    ck_assert_str_eq(l, "3");
+    free(l);
+    assert_diff_usage((const char *[]){"--gpu", "4", NULL}, a, b,
+                      "cutrace diff: --gpu 4: the runs have 4 GPU pairs (index 0 to 3)");
+    assert_diff_usage((const char *[]){"--gpu", "c0000000", NULL}, a, b,
+                      "cutrace diff: --gpu c0000000: no GPU of these runs has that uuid");
+    assert_diff_usage((const char *[]){"--gpu", "3", "--rank", "1", NULL}, a, b,
+                      "cutrace diff: --rank 1 --gpu 3: no GPU of these runs matches "
+                      "(A: ranks 0 to 3; B: ranks 0 to 3)");
+    /* Nothing matches: the one line of the shared filters. */
+    assert_diff_usage((const char *[]){"--rank", "9", NULL}, a, b,
+                      "cutrace diff: --rank 9: no GPU of these runs matches "
+                      "(A: ranks 0 to 3; B: ranks 0 to 3)");
+    assert_diff_usage((const char *[]){"--pid", "1-", NULL}, a, b,
+                      "--pid 1-: expected numbers and ranges like 0,2,4-7");
+
+    /* CSV under a filter: the rows of the listed pairs only. */
+    struct proc_result r = diff_run((const char *[]){"--csv", "--rank", "2", NULL}, a, b);
+    ck_assert_int_eq(r.status, 0);
+    size_t rows = 0;
+    for (const char *line = strstr(r.out, "\r\n"); line && line[2];
+         line = strstr(line + 2, "\r\n")) {
+        ck_assert_msg(strncmp(line + 2, "rank 2,", 7) == 0, "a row of another pair: %.80s",
+                      line + 2);
+        rows++;
+    }
+    ck_assert_uint_gt(rows, 3);
+    proc_result_free(&r);
+    r = diff_run((const char *[]){"--csv=allocations", "--rank", "0,1", NULL}, a, b);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_null(strstr(strstr(r.out, "\r\n") + 2, "\r\n")); /* the header alone */
+    proc_result_free(&r);
+    r = diff_run((const char *[]){"--csv=allocations", "--rank", "2-3", NULL}, a, b);
+    ck_assert_int_eq(r.status, 0);
+    assert_contains(r.out, ",2\r\n"); /* pairs_changed: both listed pairs */
+    proc_result_free(&r);
+
+    /* --fail-on-problem counts only the listed pairs' divergence. */
+    ck_assert_int_eq(diff_status((const char *[]){"--fail-on-problem", NULL}, a, b), 3);
+    ck_assert_int_eq(
+        diff_status((const char *[]){"--fail-on-problem", "--rank", "0,1", NULL}, a, b), 0);
+    ck_assert_int_eq(
+        diff_status((const char *[]){"--fail-on-problem", "--rank", "1-2", NULL}, a, b), 3);
+    ck_assert_int_eq(
+        diff_status((const char *[]){"--json", "--fail-on-problem", "--gpu", "0", NULL}, a, b), 0);
+    ck_assert_int_eq(
+        diff_status((const char *[]){"--csv", "--fail-on-problem", "--pid", "7021", NULL}, a, b),
+        3);
+    free(a);
+    free(b);
+    scratch_remove(root);
+}
+END_TEST
+
+/* A GPU without a partner is listed when it passes the filters, and only then. */
+START_TEST(test_filters_unpaired_gpus)
+{
+    char *root = scratch_dir();
+    char *a = subdir(root, "a"), *b = subdir(root, "b");
+    struct rank_spec spec = {.nranks = 2, .run = 'a'};
+    write_run(a, spec, 2, false);
+    spec.run = 'b';
+    write_run(b, spec, 4, false);
+    char *json = diff_json((const char *[]){"--rank", "3", NULL}, a, b);
+    ck_assert_int_eq(jlen(json, "$.gpus.pairs"), 0);
+    ck_assert_int_eq(jlen(json, "$.gpus.only_in_other"), 1);
+    ck_assert_int_eq(jint(json, "$.gpus.only_in_other[0].rank"), 3);
+    assert_contains(jtext(json, "$.differences"), "\"gpus\"");
+    free(json);
+    json = diff_json((const char *[]){"--rank", "0", NULL}, a, b);
+    ck_assert_int_eq(jlen(json, "$.gpus.pairs"), 1);
+    ck_assert_str_eq(jtext(json, "$.gpus.only_in_other"), "[]");
+    ck_assert_ptr_null(strstr(jtext(json, "$.differences"), "\"gpus\""));
+    free(json);
+    char *text = diff_text((const char *[]){"--rank", "2-3", NULL}, a, b);
+    assert_contains(text, "only in B: 2 GPUs (rank 2, rank 3)");
+    assert_contains(text, "listed (--rank 2-3): 0 pairs of 2");
+    free(text);
+    /* a uuid names an unpaired GPU; an index only pairs */
+    json = diff_json((const char *[]){"--gpu", "b0000002", NULL}, a, b);
+    ck_assert_int_eq(jlen(json, "$.gpus.pairs"), 0);
+    ck_assert_int_eq(jint(json, "$.gpus.only_in_other[0].rank"), 2);
+    free(json);
+    assert_diff_usage((const char *[]){"--gpu", "2", NULL}, a, b,
+                      "--gpu 2: the runs have 2 GPU pairs (index 0 to 1)");
+    free(a);
+    free(b);
+    scratch_remove(root);
+}
+END_TEST
+
 Suite *diff_suite(void)
 {
     Suite *s = suite_create("diff");
@@ -1149,6 +1366,8 @@ Suite *diff_suite(void)
     tcase_add_test(tc, test_old_format_traces);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_exact_and_signed_sizes);
+    tcase_add_test(tc, test_filters);
+    tcase_add_test(tc, test_filters_unpaired_gpus);
     suite_add_tcase(s, tc);
     return s;
 }
