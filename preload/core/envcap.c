@@ -14,7 +14,12 @@ static const char *const RECORDED_PREFIXES[] = {
     "CUDA_",   "NCCL_",   "PYTORCH_", "TORCH_",  "SGLANG_",  "VLLM_",
     "TRTLLM_", "CUBLAS_", "CUDNN_",   "NVIDIA_", "CUTRACE_",
 };
-static const char *const RECORDED_NAMES[] = {"OMP_NUM_THREADS", "LD_PRELOAD"};
+/* Which rank a process is, as launchers tell their workers (torchrun, the
+ * servers' own spawners): the trace of a worker that never initialises NCCL
+ * still says which rank of how many it was. */
+static const char *const RECORDED_NAMES[] = {"OMP_NUM_THREADS", "LD_PRELOAD", "RANK",
+                                             "LOCAL_RANK",      "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                             "NODE_RANK",       "GROUP_RANK"};
 
 static size_t name_length(const char *name)
 {

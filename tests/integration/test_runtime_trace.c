@@ -65,6 +65,10 @@ START_TEST(test_sequence_is_recorded_exactly)
     char expect[4096];
     snprintf(expect, sizeof expect, "%s/expect.txt", w.root);
     const char *argv[] = {build_path("progs/rt_sequence"), expect, NULL};
+    /* As torchrun and the servers' spawners tell a worker which rank it is. */
+    w.extra_env[0] = "RANK=3";
+    w.extra_env[1] = "LOCAL_RANK=3";
+    w.extra_env[2] = "WORLD_SIZE=8";
     struct run r = run_prog(&w, true, argv, 30);
     ck_assert_int_eq(r.status, 3);
     ck_assert_uint_eq(r.err_len, 0);
@@ -107,6 +111,9 @@ START_TEST(test_sequence_is_recorded_exactly)
     ck_assert_int_gt(tsql_int(db, "SELECT start_wall_ns FROM process"),
                      1600000000ll * 1000000000ll);
     ck_assert_str_eq(tsql_text(db, "SELECT value FROM env WHERE name = 'CUTRACE_FAKE_GPUS'"), "2");
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM env WHERE name = 'RANK'"), "3");
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM env WHERE name = 'LOCAL_RANK'"), "3");
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM env WHERE name = 'WORLD_SIZE'"), "8");
     ck_assert_str_eq(tsql_text(db, "SELECT value FROM meta WHERE key = 'end_state'"), "exit");
     /* The runtime's own driver calls are there, nested in the calls that made them. */
     ck_assert_int_gt(tsql_int(db, "SELECT count(*) FROM calls WHERE nested"), 0);

@@ -16,6 +16,14 @@ START_TEST(test_selects_gpu_memory_families)
     ck_assert(ct_env_is_recorded("TRTLLM_X=1"));
     ck_assert(ct_env_is_recorded("TORCH_NCCL_ASYNC_ERROR_HANDLING=1"));
     ck_assert(ct_env_is_recorded("OMP_NUM_THREADS=4"));
+    ck_assert(ct_env_is_recorded("RANK=3"));
+    ck_assert(ct_env_is_recorded("LOCAL_RANK=3"));
+    ck_assert(ct_env_is_recorded("WORLD_SIZE=8"));
+    ck_assert(ct_env_is_recorded("LOCAL_WORLD_SIZE=8"));
+    ck_assert(ct_env_is_recorded("NODE_RANK=1"));
+    ck_assert(ct_env_is_recorded("GROUP_RANK=1"));
+    ck_assert(!ct_env_is_recorded("RANKING=1"));
+    ck_assert(!ct_env_is_recorded("MY_RANK=1"));
     ck_assert(!ct_env_is_recorded("OMP_PROC_BIND=true"));
     ck_assert(!ct_env_is_recorded("OMP_NUM_THREADSX=4"));
     ck_assert(!ct_env_is_recorded("HOME=/root"));
