@@ -44,6 +44,7 @@ int cmd_timeline(int argc, char **argv);
 int cmd_budget(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_sites(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options

@@ -18,6 +18,7 @@
 #include <string.h>
 
 static const struct cli_command commands[] = {
+    {"ls", cmd_ls, "one line per traced process: host, pid, rank, GPUs, how it ended, peak"},
     {"summary", cmd_summary, "calls, memory, peaks and failures per process and GPU"},
     {"collectives", cmd_collectives, "NCCL communicators and calls joined across ranks"},
     {"timeline", cmd_timeline, "per GPU, every process's milestones with live memory by category"},

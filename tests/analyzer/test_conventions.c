@@ -513,8 +513,8 @@ END_TEST
 
 START_TEST(test_help_lists_the_conventions)
 {
-    const char *reports[] = {"timeline", "budget",      "sites",  "diff",
-                             "recover",  "collectives", "summary"};
+    const char *reports[] = {"timeline", "budget",      "sites",   "diff",
+                             "recover",  "collectives", "summary", "ls"};
     for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
         const char *args[] = {reports[i], "--help", NULL};
         struct proc_result r = run(args, NULL);
