@@ -863,13 +863,9 @@ int cmd_budget(int argc, char **argv)
     if (parsed != CLI_PARSED)
         return parsed;
     struct trace_set set;
-    if (trace_set_open(&set, o.path) != 0)
-        return CLI_EXIT_BAD_INPUT;
     struct gm_model m;
-    if (gm_load(&m, &set) != 0) {
-        trace_set_close(&set);
+    if (gm_open_run(&m, &set, o.path, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
-    }
     struct budget_analysis r = {.m = &m, .o = &o};
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &rep, "budget");

@@ -617,13 +617,9 @@ static int report(const char *path, const struct cli_report_opts *o, const struc
                   size_t top, bool folded)
 {
     struct trace_set set;
-    if (trace_set_open(&set, path) != 0)
-        return CLI_EXIT_BAD_INPUT;
     struct gm_model m;
-    if (gm_load(&m, &set) != 0) {
-        trace_set_close(&set);
+    if (gm_open_run(&m, &set, path, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
-    }
     struct gm_filter filter;
     int status = gm_filter_init(&filter, &m, o, "sites");
     int64_t only = filter.gpu;

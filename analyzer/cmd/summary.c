@@ -598,16 +598,12 @@ int cmd_summary(int argc, char **argv)
     if (parsed != CLI_PARSED)
         return parsed;
 
-    struct trace_set set;
-    if (trace_set_open(&set, path) != 0)
-        return CLI_EXIT_BAD_INPUT;
     /* Loaded whole before anything is printed: a file found damaged halfway
      * through gives a one-line error and no partial report. */
+    struct trace_set set;
     struct gm_model m;
-    if (gm_load_with(&m, &set, GM_LOAD_NCCL) != 0) {
-        trace_set_close(&set);
+    if (gm_open_run(&m, &set, path, GM_LOAD_NCCL) != 0)
         return CLI_EXIT_BAD_INPUT;
-    }
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "summary");
     if (status == CLI_EXIT_OK) {

@@ -645,13 +645,9 @@ int cmd_timeline(int argc, char **argv)
         return parsed;
 
     struct trace_set set;
-    if (trace_set_open(&set, path) != 0)
-        return CLI_EXIT_BAD_INPUT;
     struct gm_model m;
-    if (gm_load(&m, &set) != 0) {
-        trace_set_close(&set);
+    if (gm_open_run(&m, &set, path, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
-    }
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "timeline");
     if (status == CLI_EXIT_OK) {

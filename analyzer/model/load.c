@@ -690,3 +690,14 @@ void gm_free(struct gm_model *m)
     free(m->texts);
     memset(m, 0, sizeof(*m));
 }
+
+int gm_open_run(struct gm_model *m, struct trace_set *set, const char *path, unsigned flags)
+{
+    if (trace_set_open(set, path) != 0)
+        return -1;
+    if (gm_load_with(m, set, flags) != 0) {
+        trace_set_close(set);
+        return -1;
+    }
+    return 0;
+}
