@@ -191,6 +191,14 @@ START_TEST(test_signal_handler_allocations_are_top_level)
                      0);
     ck_assert_int_eq(
         tsql_int(db, "SELECT count(*) FROM calls WHERE api = 'cudaMalloc' AND parent_seq != 0"), 0);
+    /* Device 0 for every one, the handler's inside the process's first call
+     * too (the driver's current context says so once it succeeded). */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls WHERE api = 'cudaMalloc'"
+                                  " AND device != 0"),
+                     0);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls WHERE seq = 2 AND api = 'cudaMalloc'"
+                                  " AND size = 2097152 AND NOT nested"),
+                     1);
     /* Each cudaMalloc's own driver call is nested in it, at depth 1. */
     ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls c JOIN calls p ON p.seq ="
                                   " c.parent_seq WHERE c.api = 'cuMemAlloc_v2' AND c.nested"
