@@ -72,6 +72,15 @@ char *gm_process_name(char *buf, size_t size, const struct gm_process *p)
     return buf;
 }
 
+const char *gm_launch_line(const struct gm_model *m, const struct gm_process *p, size_t i)
+{
+    if (i == 0)
+        return p->cmdline;
+    if (i - 1 < p->nancestors)
+        return p->ancestors[i - 1].cmdline;
+    return i - 1 == p->nancestors ? m->run_cmdline : NULL;
+}
+
 const char *gm_api_name(const struct gm_model *m, uint32_t api)
 {
     return api < m->napis ? m->apis[api] : "";

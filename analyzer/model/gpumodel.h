@@ -242,6 +242,16 @@ struct gm_process {
     struct gm_lookups lookups;
     int64_t comm_inits;     /* NCCL communicator inits (layer nccl), failed ones too */
     struct nccl_info *nccl; /* communicators: with GM_LOAD_NCCL only, else NULL */
+    /* The command lines of the processes it descends from, its parent
+     * first, as the tracer recorded them (redacted): where a spawned
+     * worker's launcher flags are. */
+    struct gm_ancestor *ancestors;
+    size_t nancestors;
+};
+
+struct gm_ancestor {
+    int64_t pid;
+    char *cmdline; /* never NULL */
 };
 
 struct gm_ref {
@@ -294,6 +304,9 @@ struct gm_model {
     size_t nipc_links;
     char **texts; /* other interned texts: api layers and roles, module paths */
     size_t ntexts;
+    /* The command `cutrace run` launched (its run manifest), NULL without
+     * one: the launcher's flags hold for every process of the run. */
+    char *run_cmdline;
 };
 
 /*
@@ -320,6 +333,14 @@ void gm_note(struct gm_model *m, const char *fmt, ...) __attribute__((format(pri
 
 /* "pid 1000", or "pid 1000 (rank 0)". Returns buf. */
 char *gm_process_name(char *buf, size_t size, const struct gm_process *p);
+
+/*
+ * The command lines whose flags hold for process p, nearest first: i = 0
+ * its own, then its ancestors' (parent first), then the run's launched
+ * command; NULL once i is past the last. A flag is looked for in them in
+ * this order, so a worker's own flag wins over its launcher's.
+ */
+const char *gm_launch_line(const struct gm_model *m, const struct gm_process *p, size_t i);
 
 /* The api name of an event ("" for none). */
 const char *gm_api_name(const struct gm_model *m, uint32_t api);

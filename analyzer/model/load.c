@@ -629,6 +629,9 @@ static void free_process(struct gm_process *p)
     free(p->host);
     free(p->boot_id);
     free(p->cmdline);
+    for (size_t i = 0; i < p->nancestors; i++)
+        free(p->ancestors[i].cmdline);
+    free(p->ancestors);
     free(p->allocs);
     free(p->events);
     free(p->comms);
@@ -675,6 +678,7 @@ void gm_free(struct gm_model *m)
         free(m->clocks[i].boot_id);
     }
     free(m->clocks);
+    free(m->run_cmdline);
     for (size_t i = 0; i < m->napis; i++)
         free(m->apis[i]);
     free(m->apis);
