@@ -253,6 +253,84 @@ START_TEST(test_no_shared_communicator)
 }
 END_TEST
 
+/* One rank per host; host B's clock reads skew_ns ahead. Two inits
+ * (hashes 1 and 2) and five allreduces on the second; B enters the second
+ * init late_ns after A returned from it, so with late_ns > 0 the two inits'
+ * bounds contradict each other (a non-blocking init would). */
+static char *contradicting_run(int64_t skew_ns, int64_t late_ns)
+{
+    char *dir = scratch_dir();
+    for (int rank = 0; rank < 2; rank++) {
+        const char *host = rank ? "nodeB" : "nodeA";
+        const int64_t base = 1000000000ll + (rank ? skew_ns : 0);
+        char *path = fixture_trace_path(dir, host, 100 + rank, NORMAL_START_WALL + rank);
+        struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+        struct fixture_process p = {.pid = 100 + rank,
+                                    .ppid = 1,
+                                    .host = host,
+                                    .cmdline = "python3 train.py",
+                                    .start_wall_ns = NORMAL_START_WALL + rank,
+                                    .start_mono_ns = base - 1000000,
+                                    .nccl_version = NCCL_VERSION};
+        fixture_process(f, &p);
+        fixture_device(f, 0, rank ? "GPU-bbbbbbbb" : "GPU-aaaaaaaa", "NVIDIA H100 80GB HBM3",
+                       80 * GiB);
+        for (int k = 0; k < 2; k++) {
+            struct fixture_nccl_init init = {.comm = 0x1000 + k,
+                                             .nranks = 2,
+                                             .rank = rank,
+                                             .hash = 1 + (uint64_t)k,
+                                             .t_ns =
+                                                 base + k * 1000000 + (rank && k ? late_ns : 0)};
+            fixture_nccl_init(f, &init);
+        }
+        for (int i = 0; i < 5; i++) {
+            fixture_set_clock(f, base + 10000000 + i * 1000000);
+            fixture_nccl_collective(f, CT_API_ncclAllReduce, 0x1001, NCCL_BFLOAT16, MiB, 0, 0);
+        }
+        fixture_close(f);
+        free(path);
+    }
+    return dir;
+}
+
+static const struct gm_clock *estimate_of(struct gm_model *m, struct trace_set *set,
+                                          const char *dir)
+{
+    load(m, set, dir);
+    const struct gm_clock *c = clock_of_host(m, "nodeB");
+    ck_assert(clock_of_host(m, "nodeA")->reference && c->aligned);
+    int64_t miss = c->offset_ns - OFFSET_NS;
+    ck_assert_msg(miss <= c->error_ns && -miss <= c->error_ns, "offset %" PRId64 " +/- %" PRId64,
+                  c->offset_ns, c->error_ns);
+    return c;
+}
+
+/* Inits that agree make a bound; inits that contradict each other fall back
+ * on the median of every event's midpoint, which the collectives carry. */
+START_TEST(test_contradicting_barriers_use_the_median)
+{
+    struct trace_set set;
+    struct gm_model m;
+    char *dir = contradicting_run(OFFSET_NS, 0);
+    const struct gm_clock *c = estimate_of(&m, &set, dir);
+    ck_assert_str_eq(c->method, "bound");
+    ck_assert_int_eq(c->events, 7);
+    gm_free(&m);
+    trace_set_close(&set);
+    scratch_remove(dir);
+
+    dir = contradicting_run(OFFSET_NS, 5000000);
+    c = estimate_of(&m, &set, dir);
+    ck_assert_str_eq(c->method, "median");
+    ck_assert_int_eq(c->events, 7);
+    ck_assert_int_lt(c->error_ns, 1000000);
+    gm_free(&m);
+    trace_set_close(&set);
+    scratch_remove(dir);
+}
+END_TEST
+
 /* Traces already on one axis (fixtures, one host) keep every time. */
 START_TEST(test_one_axis_unchanged)
 {
@@ -292,6 +370,7 @@ Suite *clocks_suite(void)
     tcase_add_test(tc, test_json_and_csv);
     tcase_add_test(tc, test_no_shared_communicator);
     tcase_add_test(tc, test_one_axis_unchanged);
+    tcase_add_test(tc, test_contradicting_barriers_use_the_median);
     suite_add_tcase(s, tc);
     return s;
 }
