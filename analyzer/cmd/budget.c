@@ -12,6 +12,7 @@
  */
 #include "analysis/budget_analysis.h"
 #include "cli.h"
+#include "model/clocks.h"
 #include "model/filter.h"
 #include "out/csv.h"
 #include "out/json.h"
@@ -692,6 +693,7 @@ static void print_json(const struct budget_analysis *r, FILE *out)
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "budget");
     json_kv_string(&w, "path", o->path);
+    gm_clocks_json(&w, r->m);
     json_kv_string(&w, "framework", framework_name(o->framework));
     json_key(&w, "parameters");
     json_object_begin(&w);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "model/errnames.h"
 #include "model/gpumodel.h"
+#include "model/clocks.h"
 #include "model/loader.h"
 #include "model/modules.h"
 #include "out/progress.h"
@@ -603,6 +604,7 @@ int gm_load_with(struct gm_model *m, struct trace_set *set, unsigned flags)
     if (rc == 0) {
         progress_update(set->count, set->count, L.events_read);
         ld_finish_model(&L);
+        gm_align_clocks(m); /* reads the traces' NCCL calls: before they close */
     } else {
         /* Hand what was made to the model so gm_free releases it. */
         m->ngpus = L.ngpus;
