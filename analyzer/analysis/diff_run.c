@@ -460,8 +460,10 @@ void diff_free(struct diff *d)
         for (size_t i = 0; i < r->ipc.ngroups; i++)
             free(r->ipc.groups[i].exporters);
         free(r->ipc.groups);
-        for (size_t i = 0; i < r->ncmdlines; i++)
+        for (size_t i = 0; i < r->ncmdlines; i++) {
             free(r->cmdlines[i].text);
+            diff_free_words(r->cmdlines[i].launched_by, r->cmdlines[i].nlaunched_by);
+        }
         free(r->cmdlines);
         for (size_t i = 0; i < r->nenv; i++) {
             free(r->env[i].name);
