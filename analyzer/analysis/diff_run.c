@@ -249,7 +249,7 @@ static int run_budget(struct diff *d, struct diff_run *r)
     if (r->budget_options.framework == BUDGET_SGLANG && !r->budget_options.has_fraction)
         return cli_usage_error("diff",
                                "--mem-fraction-static F is required for sglang (no traced "
-                               "command line of %s says it)",
+                               "command line of %s, nor a launcher's, says it)",
                                r->path);
     if (budget_analyse(&r->budget) != 0)
         return CLI_EXIT_BAD_INPUT;

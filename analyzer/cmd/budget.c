@@ -877,7 +877,8 @@ int cmd_budget(int argc, char **argv)
         /* the filter's usage error is said */
     } else if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
         status = cli_usage_error(argv[0], "--mem-fraction-static F is required for sglang "
-                                          "(no traced command line says it)");
+                                          "(no traced command line, nor a launcher's the "
+                                          "traces recorded, says it)");
     } else if (budget_analyse(&r) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {
