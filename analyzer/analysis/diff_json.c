@@ -670,6 +670,11 @@ static void json_config(struct json_writer *w, const struct diff *d)
             json_object_begin(w);
             json_kv_string(w, "cmdline", r->cmdlines[i].text);
             json_kv_uint(w, "processes", r->cmdlines[i].count);
+            json_key(w, "launched_by");
+            json_array_begin(w);
+            for (size_t k = 0; k < r->cmdlines[i].nlaunched_by; k++)
+                json_string(w, r->cmdlines[i].launched_by[k]);
+            json_array_end(w);
             json_object_end(w);
         }
         json_array_end(w);

@@ -22,6 +22,7 @@ Suite *progress_suite(void);        /* test_progress.c */
 Suite *model_ipcstacks_suite(void); /* test_model_ipcstacks.c */
 Suite *ls_suite(void);              /* test_ls.c */
 Suite *clocks_suite(void);          /* test_clocks.c */
+Suite *ancestors_suite(void);       /* test_ancestors.c */
 
 int main(void)
 {
@@ -53,6 +54,7 @@ int main(void)
     srunner_add_suite(runner, model_ipcstacks_suite());
     srunner_add_suite(runner, ls_suite());
     srunner_add_suite(runner, clocks_suite());
+    srunner_add_suite(runner, ancestors_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
