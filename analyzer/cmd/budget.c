@@ -198,16 +198,19 @@ static void print_rank_lines(FILE *out, const struct gm_model *m, const uint32_t
         gm_process_name(who, sizeof(who), &m->procs[procs[i]]);
         strcat(who, ":");
         wrapped_line(out, 2, who, texts[i]);
-        if (j - i > 1) {
+        if (j - i == 2) { /* one other process: named alone, not as a range of one */
+            gm_process_name(who, sizeof(who), &m->procs[procs[i + 1]]);
+            strcat(who, ":");
+            wrapped_line(out, 2, who,
+                         identical ? "the same" : "the same, at their own seq numbers");
+        } else if (j - i > 2) {
             const struct gm_process *first = &m->procs[procs[i + 1]];
             const struct gm_process *last = &m->procs[procs[j - 1]];
             char *others =
                 first->has_rank && last->has_rank
-                    ? xasprintf("ranks %" PRId64 "%s%" PRId64 " (pids %" PRId64 "%s%" PRId64 "):",
-                                first->rank, j - i > 2 ? "-" : ", ", last->rank, first->pid,
-                                j - i > 2 ? "-" : ", ", last->pid)
-                    : xasprintf("pids %" PRId64 "%s%" PRId64 ":", first->pid,
-                                j - i > 2 ? "-" : ", ", last->pid);
+                    ? xasprintf("ranks %" PRId64 "-%" PRId64 " (pids %" PRId64 "-%" PRId64 "):",
+                                first->rank, last->rank, first->pid, last->pid)
+                    : xasprintf("pids %" PRId64 "-%" PRId64 ":", first->pid, last->pid);
             wrapped_line(out, 2, others,
                          identical ? "the same" : "the same, at their own seq numbers");
             free(others);

@@ -577,6 +577,24 @@ START_TEST(test_sglang_four_ranks_fit)
 }
 END_TEST
 
+/* Two ranks that made the same pool: the other one is named alone, not as
+ * the range "ranks 1, 1 (pids 3001, 3001)" it once was. */
+START_TEST(test_sglang_two_ranks_name_the_other_alone)
+{
+    char *dir = scratch_dir();
+    for (int r = 0; r < 2; r++) {
+        struct rank_spec s = {.rank = r, .nranks = 2, .weights = 40};
+        (void)sglang_rank(dir, &s);
+    }
+    const char *opts[] = {"--framework", "sglang", "--mem-fraction-static", "0.85", NULL};
+    char *t = budget_text(dir, opts, 0);
+    assert_containsf(t, " pid %d (rank 1): the same\n", JOB_PID(1));
+    ck_assert_ptr_null(strstr(t, "ranks 1, 1"));
+    free(t);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_sglang_one_rank_stays_integer)
 {
     char *dir = scratch_dir();
@@ -1687,6 +1705,7 @@ Suite *budget_suite(void)
     TCase *tc = tcase_create("budget");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_sglang_four_ranks_fit);
+    tcase_add_test(tc, test_sglang_two_ranks_name_the_other_alone);
     tcase_add_test(tc, test_sglang_one_rank_stays_integer);
     tcase_add_test(tc, test_sglang_kv_pool_passed_over);
     tcase_add_test(tc, test_sglang_not_enough_memory);
