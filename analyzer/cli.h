@@ -45,6 +45,7 @@ int cmd_budget(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_sites(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options
@@ -136,6 +137,9 @@ struct cli_report_opts {
     bool fail_on_problem;
     const char *rank, *pid, *host, *gpu; /* the filters as given, NULL: not given */
     bool json_given, csv_given;
+    /* The run's paths: directories, trace files or packed runs (argv's). */
+    const char *const *paths;
+    size_t npaths;
 };
 
 /* Zeroes o: text, no filter. */
@@ -154,10 +158,18 @@ int cli_report_finish(struct cli_report_opts *o, const char *command,
 bool cli_report_filtered(const struct cli_report_opts *o);
 
 /*
+ * The operands of a report after its option loop: one or more paths of one
+ * run (directories, trace files, packed runs) into o->paths. Returns
+ * CLI_PARSED, or CLI_EXIT_USAGE after "missing trace directory".
+ */
+int cli_report_operands(struct cli_report_opts *o, int argc, char **argv, int first);
+
+/*
  * The whole command line of a report that takes only the shared options and
- * one trace directory (or file): the loop above, then the operand into
- * *path. Returns CLI_PARSED, or the exit code the command should return
- * (0 after --help, CLI_EXIT_USAGE after the one-line usage error).
+ * the paths of one run: the loop above, then the operands into o->paths
+ * and the first into *path. Returns CLI_PARSED, or the exit code the
+ * command should return (0 after --help, CLI_EXIT_USAGE after the one-line
+ * usage error).
  */
 int cli_report_parse(int argc, char **argv, const char *usage, const char *const *csv_tables,
                      struct cli_report_opts *o, const char **path);

@@ -874,11 +874,11 @@ int cmd_collectives(int argc, char **argv)
         return parsed;
 
     struct trace_set set;
-    if (trace_set_open(&set, path) != 0)
+    if (trace_set_open_paths(&set, o.paths, o.npaths) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct coll_report report;
     int status = CLI_EXIT_OK;
-    if (coll_build(&report, &set, path) != 0) {
+    if (coll_build(&report, &set, set.path) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {
         struct gm_filter f;

@@ -646,7 +646,7 @@ int cmd_timeline(int argc, char **argv)
 
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, path, 0) != 0)
+    if (gm_open_run(&m, &set, o.paths, o.npaths, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "timeline");
