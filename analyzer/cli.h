@@ -114,6 +114,10 @@ enum cli_report_option_code {
     "  --host LIST                   only the processes of these hosts: node1,node2\n"             \
     "  --gpu UUID|INDEX              only this GPU: a uuid prefix, or its index\n"
 #define CLI_HELP_HELP "  -h, --help                    show this help\n"
+/* What a report's DIR... operands may be (cli_report_operands). */
+#define CLI_PATHS_HELP                                                                             \
+    "DIR... is one run: directories of traces, trace files or packed runs\n"                       \
+    "(cutrace pack), in any mix; a trace given twice is refused.\n"
 /* The exit-code table of a report's help; `problem` says what --fail-on-problem
  * counts as one ("a rank's verdict does not fit"). */
 #define CLI_EXIT_HELP(problem)                                                                     \

@@ -29,8 +29,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace budget --framework sglang|vllm [options] DIR\n"
-    "\n"
+    "usage: cutrace budget --framework sglang|vllm [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Replay how the inference server sized its KV cache at startup from the\n"
     "cudaMemGetInfo answers its ranks got (docs/budget.md): the measurements\n"
     "chosen, the server's own arithmetic, the verdict, the smallest fraction\n"

@@ -35,9 +35,9 @@
 /* The first line is the synopsis of the plain report, kept as it was; the
  * second has every option. */
 static const char usage[] =
-    "usage: cutrace collectives [--json] DIR\n"
-    "       cutrace collectives [options] DIR\n"
-    "\n"
+    "usage: cutrace collectives [--json] DIR...\n"
+    "       cutrace collectives [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Join the NCCL communicators of every trace in DIR (or one trace file) by\n"
     "their unique id: per communicator its ranks (process, host, GPU, init\n"
     "result, lifetime) and which ranks have no trace, then its collective calls\n"

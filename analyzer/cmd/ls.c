@@ -23,8 +23,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace ls [options] DIR\n"
-    "\n"
+    "usage: cutrace ls [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "One line per traced process of DIR (a directory written by `cutrace run`,\n"
     "or one trace file): host, pid, rank (its NCCL rank, which --rank matches;\n"
     "else, in parentheses, the RANK its launcher set), LOCAL_RANK and WORLD_SIZE\n"

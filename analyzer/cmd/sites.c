@@ -39,8 +39,8 @@
 #define DEFAULT_TOP 20
 
 static const char usage[] =
-    "usage: cutrace sites [options] [--at MOMENT] [--top N] [--json | --csv | --folded] DIR\n"
-    "\n"
+    "usage: cutrace sites [options] [--at MOMENT] [--top N] [--json | --csv | --folded] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Per physical GPU, the GPU memory live at one moment grouped by the call\n"
     "site that allocated it: the innermost Python frame of its stack where\n"
     "there is one (file.py:LINE function), else the innermost native frame\n"

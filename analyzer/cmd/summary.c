@@ -35,8 +35,8 @@
 #define LABEL_WIDTH       11 /* "  command    ..." */
 
 static const char usage[] =
-    "usage: cutrace summary [options] DIR\n"
-    "\n"
+    "usage: cutrace summary [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Summarise every trace in DIR (a directory written by `cutrace run`, or one\n"
     "trace file): per process and device, calls by API (nested calls apart),\n"
     "bytes allocated and freed, peak and live memory by kind and by the module\n"

@@ -52,8 +52,8 @@
 #define COLUMN_W         10
 
 static const char usage[] =
-    "usage: cutrace timeline [options] DIR\n"
-    "\n"
+    "usage: cutrace timeline [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Per physical GPU, every process's milestones in time order (first call,\n"
     "NCCL inits, IPC setup, cudaMemGetInfo, weight and other allocation bursts,\n"
     "free bursts, CUDA-graph capture, first collective, failed calls, end), with\n"
