@@ -5,40 +5,32 @@
  * it committed since SQLite's last checkpoint in <base>.db-wal, and what it
  * had not committed yet in its crash buffer <base>.ring. Copying only the
  * *.db files loses both, and the copy reads as a process with fewer calls
- * (often none) that ended without saying how. Every report warns about it,
- * once per trace, on stderr (`cutrace: <trace>: ...`) and goes on:
+ * (often none) that ended without saying how. Every report warns about it
+ * on stderr (`cutrace: <trace>: warning: ...`), once per trace, and goes
+ * on. The checks run before the rings are folded and the leftovers of dead
+ * processes are marked (recover.h), on the files as they were found, on a
+ * trace whose .db says 'running':
  *
- *   before its rings are folded, a trace whose meta still says end_state
- *   'running', whose header says WAL mode and whose -wal file is missing
- *   (a killed writer always leaves its -wal: its connection was open);
+ *   with a ring and no -wal: when the .db holds fewer calls than the ring
+ *   says were committed. The ring's header has no count of calls (its
+ *   cursors count records, stack records too), but the writer hands a slot
+ *   back only after committing its record, so the slots just below the
+ *   header's tail name the last call committed; a .db whose events stop
+ *   before it lost the -wal that commit went to. A ring whose writer never
+ *   committed loses nothing without a -wal;
  *
- *   after, a trace that still says 'running' and has no ring (and no live
- *   process keeping one), or that crash recovery marked 'killed' because it
- *   had calls but no ring (meta end_note, leftovers.h), never folded one.
+ *   without a ring: when the .db says it had one (meta crash_buffer, format
+ *   7, written into the .db itself before the first call): the ring is
+ *   missing, and the -wal too when the .db is in WAL mode without one.
  *
- * The ring header counts tickets of records, calls and auxiliary records
- * alike, and is gone once folded, so a count of calls to compare the trace
- * with does not survive a copy; the checks above are what the files left
- * still tell.
+ * A .db caught halfway through a checkpoint is inconsistent without its
+ * -wal: it is refused as damaged, by the report's one-line error.
  */
 #ifndef CUTRACE_ANALYZER_SIDEFILES_H
 #define CUTRACE_ANALYZER_SIDEFILES_H
 
-#include "model/trace.h"
-
-#include <stddef.h>
-
-/* The trace file names already warned about during one opening of a set. */
-struct sidefiles_warned {
-    char **files;
-    size_t count, cap;
-};
-
-/* Before folding: the traces of `path` (a directory, or one trace file)
- * whose -wal is missing. */
-void sidefiles_warn_before_folding(const char *path, struct sidefiles_warned *warned);
-/* After opening: trace t, unless it was warned about already. */
-void sidefiles_warn_opened(struct trace *t, struct sidefiles_warned *warned);
-void sidefiles_warned_free(struct sidefiles_warned *warned);
+/* The traces of `path` (a directory, or one trace file) that lost their
+ * -wal or .ring, before its rings are folded. */
+void sidefiles_warn(const char *path);
 
 #endif

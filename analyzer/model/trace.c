@@ -365,6 +365,11 @@ int trace_sqlite_open_readonly(const char *path, sqlite3 **db)
     return open_sqlite(path, finished_wal_trace(path), db);
 }
 
+int trace_sqlite_open_main_file(const char *path, sqlite3 **db)
+{
+    return open_sqlite(path, true, db);
+}
+
 /* Names of the tables and views, one string per line; the first query of a
  * file, so this is where a damaged header or schema shows. */
 static int read_schema_names(struct trace *t, char ***names, size_t *count)

@@ -106,6 +106,9 @@ int trace_open_packed(struct trace *t, const char *pack_path, int64_t process, c
  * the checks recovery makes before it decides to write (leftovers.c).
  */
 int trace_sqlite_open_readonly(const char *path, sqlite3 **db);
+/* The same, always immutable: the .db file alone, whatever a -wal beside it
+ * holds (the check for a missing -wal, sidefiles.h). */
+int trace_sqlite_open_main_file(const char *path, sqlite3 **db);
 void trace_close(struct trace *t);
 
 /* Whether the file is an SQLite database whose header says WAL mode. */

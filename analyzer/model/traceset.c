@@ -116,9 +116,9 @@ static int list_file(const char *path, struct sources *s)
 }
 
 /* Folds the rings of path, then lists what it holds. */
-static int list_path(const char *path, struct sources *s, struct sidefiles_warned *warned)
+static int list_path(const char *path, struct sources *s)
 {
-    sidefiles_warn_before_folding(path, warned);
+    sidefiles_warn(path);
     /* Before listing: folding may create the trace of a process that was
      * killed before its writer made one. */
     if (recover_fold_quietly(path) != 0)
@@ -166,10 +166,9 @@ int trace_set_open_paths(struct trace_set *set, const char *const *paths, size_t
     assert(npaths >= 1);
     memset(set, 0, sizeof(*set));
     struct sources s = {0};
-    struct sidefiles_warned warned = {0};
     int rc = 0;
     for (size_t i = 0; i < npaths && rc == 0; i++)
-        rc = list_path(paths[i], &s, &warned);
+        rc = list_path(paths[i], &s);
     if (rc == 0) {
         set->path = joined(paths, npaths);
         set->traces = xcalloc(s.count, sizeof(*set->traces));
@@ -191,10 +190,8 @@ int trace_set_open_paths(struct trace_set *set, const char *const *paths, size_t
             rc = -1;
             break;
         }
-        sidefiles_warn_opened(t, &warned);
     }
     free_sources(&s);
-    sidefiles_warned_free(&warned);
     if (rc != 0)
         trace_set_close(set);
     return rc;

@@ -345,6 +345,7 @@ static char *running_trace(const char *dir, struct fixture **writer)
                     &(struct fixture_process){
                         .pid = 77, .host = "elsewhere", .start_wall_ns = 7, .cmdline = "server"});
     fixture_meta(f, "end_state", "running");
+    fixture_meta(f, "crash_buffer", "elsewhere-77-7.ring"); /* as the tracer writes it */
     fixture_call(f, CT_API_cudaMalloc, 0, 0x1000, 4096, 0);
     fixture_exec(f, "COMMIT");
     ck_assert_int_eq(
@@ -386,7 +387,7 @@ START_TEST(test_copy_without_wal_and_ring_warns)
     r = run_cutrace(args, NULL);
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_uint_eq(count_lines(r.err), 1);
-    assert_contains(r.err, ".ring file is not here");
+    assert_contains(r.err, "its .ring file is missing");
     proc_result_free(&r);
 
     /* The copy holds the checkpointed call only, and says so above. */
