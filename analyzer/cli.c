@@ -249,6 +249,15 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     }
 }
 
+void cli_vformat_line(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    assert(size > 0);
+    vsnprintf(buf, size, fmt, ap);
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            *c = ' ';
+}
+
 static void out_of_memory(void)
 {
     fputs("cutrace: out of memory\n", stderr);

@@ -190,6 +190,11 @@ bool cli_ranges_contain(const struct cli_range *ranges, size_t n, int64_t value)
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Formats into buf (size > 0) as one line: control characters (from
+ * SQLite's or a file's words) become spaces. */
+void cli_vformat_line(char *buf, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 /* "cutrace: subject: message" on stderr, one line (subject may be NULL). */
 void cli_error(const char *subject, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_verror(const char *subject, const char *fmt, va_list ap)

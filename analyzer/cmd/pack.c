@@ -71,14 +71,11 @@ struct packer {
 static int pack_fail(struct packer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int pack_fail(struct packer *p, const char *fmt, ...)
 {
-    if (p->error[0] == '\0') {
+    if (p->error[0] == '\0') { /* the first problem wins */
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(p->error, sizeof(p->error), fmt, ap);
+        cli_vformat_line(p->error, sizeof(p->error), fmt, ap);
         va_end(ap);
-        for (char *c = p->error; *c; c++)
-            if ((unsigned char)*c < 0x20)
-                *c = ' ';
     }
     return -1;
 }

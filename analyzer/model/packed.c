@@ -42,11 +42,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    cli_vformat_line(err, errlen, fmt, ap);
     va_end(ap);
-    for (char *c = err; *c; c++)
-        if ((unsigned char)*c < 0x20)
-            *c = ' ';
     return -1;
 }
 

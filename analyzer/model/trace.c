@@ -53,14 +53,11 @@ static const struct {
 int trace_fail(struct trace *t, const char *fmt, ...)
 {
     if (t->error[0] == '\0') {
+        /* Messages embed SQLite's and the trace's text: keep them one line. */
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(t->error, sizeof(t->error), fmt, ap);
+        cli_vformat_line(t->error, sizeof(t->error), fmt, ap);
         va_end(ap);
-        /* Messages embed SQLite's and the trace's text: keep them one line. */
-        for (char *c = t->error; *c; c++)
-            if ((unsigned char)*c < 0x20)
-                *c = ' ';
     }
     return -1;
 }

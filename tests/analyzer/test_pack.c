@@ -86,15 +86,23 @@ static int hidden_files(const char *dir)
     return n;
 }
 
+/* The NCCL scenario in a fresh directory, packed into another: *out is
+ * <other>/run.cutrace. */
+static void packed_scenario(char **dir, char **other, char **out)
+{
+    *dir = scratch_dir();
+    *other = scratch_dir();
+    scenario_nccl(*dir, NCCL_SCENARIO_DEFAULT);
+    ck_assert_int_ge(asprintf(out, "%s/run.cutrace", *other), 0);
+    ck_assert_int_eq(pack(*dir, *out), 0);
+}
+
 START_TEST(test_pack_reads_as_its_directory)
 {
-    char *dir = scratch_dir(), *other = scratch_dir();
-    scenario_nccl(dir, NCCL_SCENARIO_DEFAULT);
-    char *out = NULL, *dir_prefix = NULL, *pack_prefix = NULL;
-    ck_assert_int_ge(asprintf(&out, "%s/run.cutrace", other), 0);
+    char *dir, *other, *out, *dir_prefix = NULL, *pack_prefix = NULL;
+    packed_scenario(&dir, &other, &out);
     ck_assert_int_ge(asprintf(&dir_prefix, "%s/", dir), 0);
     ck_assert_int_ge(asprintf(&pack_prefix, "%s:", out), 0);
-    ck_assert_int_eq(pack(dir, out), 0);
     ck_assert_int_eq(hidden_files(other), 0);
     const char *reports[] = {"summary", "collectives", "timeline", "ls"};
     for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
@@ -114,11 +122,8 @@ END_TEST
 
 START_TEST(test_pack_queries_every_process_with_an_index)
 {
-    char *dir = scratch_dir(), *other = scratch_dir();
-    scenario_nccl(dir, NCCL_SCENARIO_DEFAULT);
-    char *out = NULL;
-    ck_assert_int_ge(asprintf(&out, "%s/run.cutrace", other), 0);
-    ck_assert_int_eq(pack(dir, out), 0);
+    char *dir, *other, *out;
+    packed_scenario(&dir, &other, &out);
     sqlite3 *db = NULL;
     ck_assert_int_eq(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     ck_assert_int_eq(scalar(db, "SELECT count(*) FROM pack_traces"), 4);
@@ -235,12 +240,9 @@ END_TEST
 
 START_TEST(test_damaged_pack_is_one_line)
 {
-    char *dir = scratch_dir(), *other = scratch_dir();
-    scenario_nccl(dir, NCCL_SCENARIO_DEFAULT);
-    char *out = NULL, *copy = NULL;
-    ck_assert_int_ge(asprintf(&out, "%s/run.cutrace", other), 0);
+    char *dir, *other, *out, *copy = NULL;
+    packed_scenario(&dir, &other, &out);
     ck_assert_int_ge(asprintf(&copy, "%s/copy.cutrace", other), 0);
-    ck_assert_int_eq(pack(dir, out), 0);
     const char *args[] = {"summary", copy, NULL};
 
     copy_file(out, copy);
