@@ -61,8 +61,7 @@ struct pack_table {
 };
 
 struct packer {
-    const char *out;
-    sqlite3 *db;
+    sqlite3 *db; /* the file being written */
     struct pack_table *tables;
     size_t ntables, cap;
     char error[512];
@@ -550,7 +549,7 @@ int cmd_pack(int argc, char **argv)
     struct trace_set set;
     if (trace_set_open_paths(&set, o.paths, o.npaths) != 0)
         return CLI_EXIT_BAD_INPUT;
-    struct packer p = {.out = out};
+    struct packer p = {0};
     char *tmp = temporary_name(out);
     unlink(tmp); /* ours from an earlier run of this pid, never another's name */
     int rc = write_pack(&p, tmp, &set, o.paths, o.npaths);
