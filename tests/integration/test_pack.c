@@ -213,6 +213,15 @@ START_TEST(test_killed_run_packed_and_read_elsewhere)
     ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM env WHERE name = 'NCCL_IB_PASSWD'"
                                   " AND value = '<redacted>'"),
                      5);
+    /* docs/schema.md's examples for packs. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM (SELECT c.rank, a.bytes FROM (SELECT"
+                                  " process, sum(size) AS bytes FROM allocations GROUP BY process)"
+                                  " a JOIN communicators c USING (process)"
+                                  " WHERE c.api = 'ncclCommInitRank')"),
+                     4);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM (SELECT t.file, count(*) FROM calls"
+                                  " JOIN pack_traces t USING (process) GROUP BY process)"),
+                     5);
     sqlite3_close(db);
     /* Redacted as the traces are: the secret is nowhere in the file. */
     char cmd[4600];
