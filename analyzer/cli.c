@@ -249,6 +249,15 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     }
 }
 
+void cli_vformat_line(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    assert(size > 0);
+    vsnprintf(buf, size, fmt, ap);
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20)
+            *c = ' ';
+}
+
 static void out_of_memory(void)
 {
     fputs("cutrace: out of memory\n", stderr);
@@ -340,11 +349,17 @@ int cli_report_parse(int argc, char **argv, const char *usage, const char *const
             continue;
         return c == 'h' ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
-    if (optind >= argc)
-        return cli_usage_error(argv[0], "missing trace directory");
-    if (argc - optind > 1)
-        return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
-                               argc - optind);
-    *path = argv[optind];
+    if (cli_report_operands(o, argc, argv, optind) != CLI_PARSED)
+        return CLI_EXIT_USAGE;
+    *path = o->paths[0];
     return cli_report_finish(o, argv[0], csv_tables);
+}
+
+int cli_report_operands(struct cli_report_opts *o, int argc, char **argv, int first)
+{
+    if (first >= argc)
+        return cli_usage_error(argv[0], "missing trace directory");
+    o->paths = (const char *const *)argv + first;
+    o->npaths = (size_t)(argc - first);
+    return CLI_PARSED;
 }

@@ -45,6 +45,7 @@ int cmd_budget(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_sites(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options
@@ -113,6 +114,10 @@ enum cli_report_option_code {
     "  --host LIST                   only the processes of these hosts: node1,node2\n"             \
     "  --gpu UUID|INDEX              only this GPU: a uuid prefix, or its index\n"
 #define CLI_HELP_HELP "  -h, --help                    show this help\n"
+/* What a report's DIR... operands may be (cli_report_operands). */
+#define CLI_PATHS_HELP                                                                             \
+    "DIR... is one run: directories of traces, trace files or packed runs\n"                       \
+    "(cutrace pack), in any mix; a trace given twice is refused.\n"
 /* The exit-code table of a report's help; `problem` says what --fail-on-problem
  * counts as one ("a rank's verdict does not fit"). */
 #define CLI_EXIT_HELP(problem)                                                                     \
@@ -136,6 +141,9 @@ struct cli_report_opts {
     bool fail_on_problem;
     const char *rank, *pid, *host, *gpu; /* the filters as given, NULL: not given */
     bool json_given, csv_given;
+    /* The run's paths: directories, trace files or packed runs (argv's). */
+    const char *const *paths;
+    size_t npaths;
 };
 
 /* Zeroes o: text, no filter. */
@@ -154,10 +162,18 @@ int cli_report_finish(struct cli_report_opts *o, const char *command,
 bool cli_report_filtered(const struct cli_report_opts *o);
 
 /*
+ * The operands of a report after its option loop: one or more paths of one
+ * run (directories, trace files, packed runs) into o->paths. Returns
+ * CLI_PARSED, or CLI_EXIT_USAGE after "missing trace directory".
+ */
+int cli_report_operands(struct cli_report_opts *o, int argc, char **argv, int first);
+
+/*
  * The whole command line of a report that takes only the shared options and
- * one trace directory (or file): the loop above, then the operand into
- * *path. Returns CLI_PARSED, or the exit code the command should return
- * (0 after --help, CLI_EXIT_USAGE after the one-line usage error).
+ * the paths of one run: the loop above, then the operands into o->paths
+ * and the first into *path. Returns CLI_PARSED, or the exit code the
+ * command should return (0 after --help, CLI_EXIT_USAGE after the one-line
+ * usage error).
  */
 int cli_report_parse(int argc, char **argv, const char *usage, const char *const *csv_tables,
                      struct cli_report_opts *o, const char **path);
@@ -173,6 +189,11 @@ bool cli_ranges_contain(const struct cli_range *ranges, size_t n, int64_t value)
 /* "cutrace NAME: message" and a hint to --help on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Formats into buf (size > 0) as one line: control characters (from
+ * SQLite's or a file's words) become spaces. */
+void cli_vformat_line(char *buf, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* "cutrace: subject: message" on stderr, one line (subject may be NULL). */
 void cli_error(const char *subject, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

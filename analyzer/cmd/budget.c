@@ -30,8 +30,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace budget --framework sglang|vllm [options] DIR\n"
-    "\n"
+    "usage: cutrace budget --framework sglang|vllm [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Replay how the inference server sized its KV cache at startup from the\n"
     "cudaMemGetInfo answers its ranks got (docs/budget.md): the measurements\n"
     "chosen, the server's own arithmetic, the verdict, the smallest fraction\n"
@@ -140,12 +140,9 @@ static int parse_options(int argc, char **argv, struct budget_options *o,
         return cli_usage_error(cmd, "--pre and --post go together");
     if (o->has_pre && o->pre_seq == o->post_seq)
         return cli_usage_error(cmd, "--pre and --post name the same seq");
-    if (optind >= argc)
-        return cli_usage_error(cmd, "missing trace directory");
-    if (argc - optind > 1)
-        return cli_usage_error(cmd, "one trace directory expected, got %d arguments",
-                               argc - optind);
-    o->path = argv[optind];
+    if (cli_report_operands(rep, argc, argv, optind) != CLI_PARSED)
+        return CLI_EXIT_USAGE;
+    o->path = rep->paths[0];
     return CLI_PARSED;
 }
 
@@ -871,8 +868,9 @@ int cmd_budget(int argc, char **argv)
         return parsed;
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, o.path, 0) != 0)
+    if (gm_open_run(&m, &set, rep.paths, rep.npaths, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
+    o.path = set.path; /* every path of the run, as the report names it */
     struct budget_analysis r = {.m = &m, .o = &o};
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &rep, "budget");

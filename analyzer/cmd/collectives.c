@@ -35,9 +35,9 @@
 /* The first line is the synopsis of the plain report, kept as it was; the
  * second has every option. */
 static const char usage[] =
-    "usage: cutrace collectives [--json] DIR\n"
-    "       cutrace collectives [options] DIR\n"
-    "\n"
+    "usage: cutrace collectives [--json] DIR...\n"
+    "       cutrace collectives [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Join the NCCL communicators of every trace in DIR (or one trace file) by\n"
     "their unique id: per communicator its ranks (process, host, GPU, init\n"
     "result, lifetime) and which ranks have no trace, then its collective calls\n"
@@ -874,11 +874,11 @@ int cmd_collectives(int argc, char **argv)
         return parsed;
 
     struct trace_set set;
-    if (trace_set_open(&set, path) != 0)
+    if (trace_set_open_paths(&set, o.paths, o.npaths) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct coll_report report;
     int status = CLI_EXIT_OK;
-    if (coll_build(&report, &set, path) != 0) {
+    if (coll_build(&report, &set, set.path) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {
         struct gm_filter f;

@@ -23,8 +23,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: cutrace ls [options] DIR\n"
-    "\n"
+    "usage: cutrace ls [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "One line per traced process of DIR (a directory written by `cutrace run`,\n"
     "or one trace file): host, pid, rank (its NCCL rank, which --rank matches;\n"
     "else, in parentheses, the RANK its launcher set), LOCAL_RANK and WORLD_SIZE\n"
@@ -239,7 +239,7 @@ int cmd_ls(int argc, char **argv)
         return parsed;
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, path, 0) != 0)
+    if (gm_open_run(&m, &set, o.paths, o.npaths, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "ls");

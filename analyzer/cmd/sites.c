@@ -40,8 +40,8 @@
 #define DEFAULT_TOP 20
 
 static const char usage[] =
-    "usage: cutrace sites [options] [--at MOMENT] [--top N] [--json | --csv | --folded] DIR\n"
-    "\n"
+    "usage: cutrace sites [options] [--at MOMENT] [--top N] [--json | --csv | --folded] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Per physical GPU, the GPU memory live at one moment grouped by the call\n"
     "site that allocated it: the innermost Python frame of its stack where\n"
     "there is one (file.py:LINE function), else the innermost native frame\n"
@@ -615,12 +615,12 @@ static bool found_problem(const struct gpu_sites *gpus, size_t n)
 
 /* ---- the command ---- */
 
-static int report(const char *path, const struct cli_report_opts *o, const struct moment_spec *at,
-                  size_t top, bool folded)
+static int report(const struct cli_report_opts *o, const struct moment_spec *at, size_t top,
+                  bool folded)
 {
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, path, 0) != 0)
+    if (gm_open_run(&m, &set, o->paths, o->npaths, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct gm_filter filter;
     int status = gm_filter_init(&filter, &m, o, "sites");
@@ -651,7 +651,7 @@ static int report(const char *path, const struct cli_report_opts *o, const struc
         if (folded)
             status = print_folded(&r, gpus, n, stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
         else if (o->format == CLI_FORMAT_JSON)
-            print_json(&m, path, at, &r, gpus, n, top, stdout);
+            print_json(&m, set.path, at, &r, gpus, n, top, stdout);
         else if (o->format == CLI_FORMAT_CSV)
             print_csv(&m, gpus, n, top, stdout);
         else
@@ -681,8 +681,8 @@ static int report(const char *path, const struct cli_report_opts *o, const struc
     size_t nprocs = m.nprocs;
     char **paths = xcalloc(nprocs ? nprocs : 1, sizeof(*paths));
     for (size_t i = 0; i < nprocs; i++)
-        if (r.loaded[i] && status == CLI_EXIT_OK)
-            paths[i] = xstrdup(m.procs[i].trace->path);
+        if (r.loaded[i] && status == CLI_EXIT_OK && !m.procs[i].trace->packed)
+            paths[i] = xstrdup(m.procs[i].trace->path); /* a packed run is never written */
     gm_free(&m);
     trace_set_close(&set);
     for (size_t i = 0; i < nprocs; i++) {
@@ -739,11 +739,8 @@ int cmd_sites(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (optind >= argc)
-        return cli_usage_error(argv[0], "missing trace directory");
-    if (argc - optind > 1)
-        return cli_usage_error(argv[0], "one trace directory expected, got %d arguments",
-                               argc - optind);
+    if (cli_report_operands(&o, argc, argv, optind) != CLI_PARSED)
+        return CLI_EXIT_USAGE;
     if (o.json_given && folded)
         return cli_usage_error(argv[0], "--json and --folded exclude each other");
     if (o.csv_given && folded)
@@ -755,5 +752,5 @@ int cmd_sites(int argc, char **argv)
     const char *why;
     if (!moment_parse(at_arg, &at, &why))
         return cli_usage_error(argv[0], "--at %s: %s", at_arg, why);
-    return report(argv[optind], &o, &at, (size_t)top, folded);
+    return report(&o, &at, (size_t)top, folded);
 }

@@ -35,8 +35,8 @@
 #define LABEL_WIDTH       11 /* "  command    ..." */
 
 static const char usage[] =
-    "usage: cutrace summary [options] DIR\n"
-    "\n"
+    "usage: cutrace summary [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Summarise every trace in DIR (a directory written by `cutrace run`, or one\n"
     "trace file): per process and device, calls by API (nested calls apart),\n"
     "bytes allocated and freed, peak and live memory by kind and by the module\n"
@@ -602,13 +602,13 @@ int cmd_summary(int argc, char **argv)
      * through gives a one-line error and no partial report. */
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, path, GM_LOAD_NCCL) != 0)
+    if (gm_open_run(&m, &set, o.paths, o.npaths, GM_LOAD_NCCL) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "summary");
     if (status == CLI_EXIT_OK) {
         struct summary_report report;
-        summary_build(&report, &m, path);
+        summary_build(&report, &m, set.path);
         summary_filter(&report, &m, &f);
         if (o.format == CLI_FORMAT_JSON)
             summary_print_json(&report, stdout);

@@ -53,8 +53,8 @@
 #define COLUMN_W         10
 
 static const char usage[] =
-    "usage: cutrace timeline [options] DIR\n"
-    "\n"
+    "usage: cutrace timeline [options] DIR...\n"
+    "\n" CLI_PATHS_HELP "\n"
     "Per physical GPU, every process's milestones in time order (first call,\n"
     "NCCL inits, IPC setup, cudaMemGetInfo, weight and other allocation bursts,\n"
     "free bursts, CUDA-graph capture, first collective, failed calls, end), with\n"
@@ -650,7 +650,7 @@ int cmd_timeline(int argc, char **argv)
 
     struct trace_set set;
     struct gm_model m;
-    if (gm_open_run(&m, &set, path, 0) != 0)
+    if (gm_open_run(&m, &set, o.paths, o.npaths, 0) != 0)
         return CLI_EXIT_BAD_INPUT;
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &o, "timeline");

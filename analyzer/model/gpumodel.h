@@ -333,12 +333,14 @@ int gm_load(struct gm_model *m, struct trace_set *set);
 #define GM_LOAD_NCCL 1u
 int gm_load_with(struct gm_model *m, struct trace_set *set, unsigned flags);
 /*
- * What every report does first: opens the run at `path` (trace_set_open
- * folds the dead processes' rings) and loads it with `flags`. Returns 0, or
- * -1 after the one-line error, with nothing left open. The caller frees
+ * What every report does first: opens the run at `paths` (directories,
+ * trace files or packed runs taken as one: trace_set_open_paths, which
+ * folds the dead processes' rings) and loads it with `flags`. Returns 0,
+ * or -1 after the one-line error, with nothing left open. The caller frees
  * with gm_free and trace_set_close.
  */
-int gm_open_run(struct gm_model *m, struct trace_set *set, const char *path, unsigned flags);
+int gm_open_run(struct gm_model *m, struct trace_set *set, const char *const *paths, size_t npaths,
+                unsigned flags);
 void gm_free(struct gm_model *m);
 
 /* Adds a note (printf-style); notes keep the order they were added in. */

@@ -725,9 +725,10 @@ void gm_free(struct gm_model *m)
     memset(m, 0, sizeof(*m));
 }
 
-int gm_open_run(struct gm_model *m, struct trace_set *set, const char *path, unsigned flags)
+int gm_open_run(struct gm_model *m, struct trace_set *set, const char *const *paths, size_t npaths,
+                unsigned flags)
 {
-    if (trace_set_open(set, path) != 0)
+    if (trace_set_open_paths(set, paths, npaths) != 0)
         return -1;
     if (gm_load_with(m, set, flags) != 0) {
         trace_set_close(set);

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cutrace/format.h"
+#include "model/packed.h"
 #include "cutrace/schema.h"
 
 #include <assert.h>
@@ -52,14 +53,11 @@ static const struct {
 int trace_fail(struct trace *t, const char *fmt, ...)
 {
     if (t->error[0] == '\0') {
+        /* Messages embed SQLite's and the trace's text: keep them one line. */
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(t->error, sizeof(t->error), fmt, ap);
+        cli_vformat_line(t->error, sizeof(t->error), fmt, ap);
         va_end(ap);
-        /* Messages embed SQLite's and the trace's text: keep them one line. */
-        for (char *c = t->error; *c; c++)
-            if ((unsigned char)*c < 0x20)
-                *c = ' ';
     }
     return -1;
 }
@@ -306,6 +304,14 @@ static int check_file(struct trace *t, const char *path, bool *wal_mode)
     return 0;
 }
 
+bool trace_file_in_wal_mode(const char *path)
+{
+    struct trace t;
+    memset(&t, 0, sizeof(t));
+    bool wal_mode = false;
+    return check_file(&t, path, &wal_mode) == 0 && wal_mode;
+}
+
 /* Whether path+suffix names nothing (a name that cannot be checked counts as there). */
 static bool absent(const char *path, const char *suffix)
 {
@@ -356,15 +362,23 @@ int trace_sqlite_open_readonly(const char *path, sqlite3 **db)
     return open_sqlite(path, finished_wal_trace(path), db);
 }
 
+int trace_sqlite_open_main_file(const char *path, sqlite3 **db)
+{
+    return open_sqlite(path, true, db);
+}
+
 /* Names of the tables and views, one string per line; the first query of a
  * file, so this is where a damaged header or schema shows. */
 static int read_schema_names(struct trace *t, char ***names, size_t *count)
 {
     *names = NULL;
     *count = 0;
+    /* A packed process's trace is its temp schema (packed.h). */
     sqlite3_stmt *stmt = trace_query(t,
-                                     "SELECT name FROM sqlite_schema WHERE type IN "
-                                     "('table', 'view') ORDER BY name",
+                                     t->packed ? "SELECT name FROM sqlite_temp_schema WHERE type"
+                                                 " IN ('table', 'view') ORDER BY name"
+                                               : "SELECT name FROM sqlite_schema WHERE type IN "
+                                                 "('table', 'view') ORDER BY name",
                                      "");
     if (!stmt)
         return -1;
@@ -659,23 +673,16 @@ static bool wal_file_exists(const char *path)
     return exists;
 }
 
-int trace_open(struct trace *t, const char *path)
+/* What every opening does once the connection is there: the schema, the
+ * identity and structure checks, the read transaction, the apis. */
+static int validate(struct trace *t, const char *path, bool cannot_share_is_readonly)
 {
-    memset(t, 0, sizeof(*t));
-    t->path = xstrdup(path);
-    const char *slash = strrchr(path, '/');
-    t->file = xstrdup(slash ? slash + 1 : path);
-
-    bool wal_mode;
-    if (check_file(t, path, &wal_mode) != 0 ||
-        open_connection(t, path, wal_mode && finished_wal_trace(path)) != 0)
-        return -1;
-
     char **names = NULL;
     size_t count = 0;
     int rc = read_schema_names(t, &names, &count);
     int code = rc < 0 ? sqlite3_extended_errcode(t->db) & 0xff : SQLITE_OK;
-    bool cannot_share = code == SQLITE_CANTOPEN || code == SQLITE_READONLY;
+    bool cannot_share =
+        cannot_share_is_readonly && (code == SQLITE_CANTOPEN || code == SQLITE_READONLY);
     if (cannot_share && wal_file_exists(path)) {
         t->error[0] = '\0';
         trace_fail(t, "cannot read: its write-ahead log (-wal) needs a writable directory; "
@@ -709,6 +716,43 @@ int trace_open(struct trace *t, const char *path)
     if (rc != SQLITE_OK)
         return fail_sqlite(t, rc, "starting a read transaction");
     return load_apis(t);
+}
+
+int trace_open(struct trace *t, const char *path)
+{
+    memset(t, 0, sizeof(*t));
+    t->path = xstrdup(path);
+    const char *slash = strrchr(path, '/');
+    t->file = xstrdup(slash ? slash + 1 : path);
+
+    if (check_file(t, path, &t->wal_mode) != 0 ||
+        open_connection(t, path, t->wal_mode && finished_wal_trace(path)) != 0)
+        return -1;
+    return validate(t, path, true);
+}
+
+int trace_open_packed(struct trace *t, const char *pack_path, int64_t process, const char *file)
+{
+    assert(process > 0 && file);
+    memset(t, 0, sizeof(*t));
+    t->path = xasprintf("%s:%s", pack_path, file);
+    t->file = xstrdup(file);
+    t->packed = true;
+    t->pack_process = process;
+    bool wal_mode;
+    if (check_file(t, pack_path, &wal_mode) != 0 || open_connection(t, pack_path, false) != 0)
+        return -1;
+    char err[sizeof(t->error)];
+    /* The views live in the temp schema: a read transaction on the file
+     * comes after them. */
+    if (packed_create_views(t->db, process, err, sizeof(err)) != 0) {
+        int code = sqlite3_extended_errcode(t->db) & 0xff;
+        if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+            return trace_fail(t, "corrupt or truncated database (sqlite: %s)",
+                              sqlite3_errmsg(t->db));
+        return trace_fail(t, "%s", err);
+    }
+    return validate(t, pack_path, false);
 }
 
 void trace_close(struct trace *t)

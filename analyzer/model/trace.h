@@ -59,7 +59,12 @@ struct trace {
     int64_t dropped_records; /* meta 'dropped_records': calls the tracer could not record */
     struct trace_api *apis;
     size_t napis;
-    char error[512]; /* the first problem met, one line; "" while none */
+    bool wal_mode; /* the file's header says WAL mode */
+    /* A process of a packed run (packed.h): path is "PACK:FILE", file the
+     * trace file's name in the run it was packed from. */
+    bool packed;
+    int64_t pack_process; /* its pack_traces.process */
+    char error[512];      /* the first problem met, one line; "" while none */
 };
 
 static inline bool trace_has_effect_order(const struct trace *t)
@@ -88,6 +93,11 @@ int trace_check_usable(struct trace *t, const char *object, const char *sql);
  * for tests.
  */
 int trace_open(struct trace *t, const char *path);
+/*
+ * The same for process `process` of the packed run at pack_path, whose
+ * trace file was named `file` (packed.h says how it reads as its trace).
+ */
+int trace_open_packed(struct trace *t, const char *pack_path, int64_t process, const char *file);
 
 /*
  * A plain read-only SQLite connection to a trace file, opened as reports
@@ -96,7 +106,13 @@ int trace_open(struct trace *t, const char *path);
  * the checks recovery makes before it decides to write (leftovers.c).
  */
 int trace_sqlite_open_readonly(const char *path, sqlite3 **db);
+/* The same, always immutable: the .db file alone, whatever a -wal beside it
+ * holds (the check for a missing -wal, sidefiles.h). */
+int trace_sqlite_open_main_file(const char *path, sqlite3 **db);
 void trace_close(struct trace *t);
+
+/* Whether the file is an SQLite database whose header says WAL mode. */
+bool trace_file_in_wal_mode(const char *path);
 
 /*
  * Records a problem with the trace (the first one wins) and returns -1, so

@@ -1,7 +1,7 @@
 /*
- * traceset.h - a run's trace directory (or one trace file) opened as a
- * whole: its killed processes' crash buffers folded first, then every trace
- * opened and validated. It sits above trace.h (one file) and recover.h
+ * traceset.h - a run's trace directories, trace files or packed runs
+ * (packed.h) opened as a whole: its killed processes' crash buffers folded
+ * first, then every trace opened and validated. It sits above trace.h (one file) and recover.h
  * (folding), which is why it is a module of its own: trace.c must not need
  * recovery, and recovery opens traces through trace.c.
  */
@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 struct trace_set {
-    char *path; /* the directory (or single file) given by the user */
+    char *path; /* the directories or files given by the user, joined by spaces */
     struct trace *traces;
     size_t count; /* >= 1 once opened */
 };
@@ -32,6 +32,15 @@ struct trace_set {
  * warning line on stderr and the report goes on without its records.
  */
 int trace_set_open(struct trace_set *set, const char *path);
+/*
+ * The same for several paths taken as one run (npaths >= 1): directories,
+ * trace files and packed runs (packed.h: every process of one), in the
+ * order given; a trace met twice (the same <host>-<pid>-<start>.db, say a
+ * directory and its pack) is bad input naming it. set->path is the paths
+ * joined by spaces. Every trace that lost its -wal or .ring file costs one
+ * warning line (sidefiles.h).
+ */
+int trace_set_open_paths(struct trace_set *set, const char *const *paths, size_t npaths);
 void trace_set_close(struct trace_set *set);
 
 /* Whether a directory entry is named like a trace file (*.db). */

@@ -96,76 +96,104 @@
     " arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL, arg3 INTEGER NOT NULL,"                        \
     " arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL, arg6 INTEGER NOT NULL,"                        \
     " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB,"     \
-    " ret_seq INTEGER NOT NULL);\n"                                                                \
-    "CREATE VIEW calls AS SELECT e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"          \
+    " ret_seq INTEGER NOT NULL);\n" CT_VIEWS_SQL(CT_ONE_Q, CT_ONE_P, CT_ONE_A, CT_ONE_W)           \
+        CT_SCHEMA_STACKS_SQL
+
+/*
+ * The views, written once for two schemas: a trace's (one process), and a
+ * packed run's (analyzer/model/packed.h), whose tables hold every process
+ * of a run and start with a `process` column. The parameters are macros:
+ * Q(x) and P() start a select list or a PARTITION BY ("x.process, " and
+ * "process, " in a pack), A(x, y) ends the condition of a join or of a
+ * correlated subquery (" AND x.process = y.process"), W(x, y) starts one
+ * ("x.process = y.process AND "). In a trace they are all empty, so that
+ * CT_SCHEMA_SQL is the SQL it always was. A view added here uses them
+ * wherever it joins, correlates or partitions rows.
+ */
+#define CT_ONE_Q(x)     ""
+#define CT_ONE_P()      ""
+#define CT_ONE_A(x, y)  ""
+#define CT_ONE_W(x, y)  ""
+#define CT_PACK_Q(x)    #x ".process, "
+#define CT_PACK_P()     "process, "
+#define CT_PACK_A(x, y) " AND " #x ".process = " #y ".process"
+#define CT_PACK_W(x, y) #x ".process = " #y ".process AND "
+
+// clang-format off
+#define CT_VIEWS_SQL(Q, P, A, W)                                                                   \
+    "CREATE VIEW calls AS SELECT " Q(e) "e.seq, e.t_ns, e.dur_ns, e.tid, a.name AS api, a.layer,"  \
     " e.device, e.ptr, e.size, e.result, (e.depth > 0) AS nested, e.parent_seq, e.flags,"          \
     " e.stream, e.arg0, e.arg1, e.arg2, e.arg3, e.wait_ns, e.arg4, e.arg5, e.arg6, e.arg7,"        \
-    " (SELECT m.path FROM modules m WHERE e.caller >= m.start_addr AND e.caller < m.end_addr)"     \
+    " (SELECT m.path FROM modules m WHERE " W(m, e)                                                \
+    "e.caller >= m.start_addr AND e.caller < m.end_addr)"                                          \
     " AS module, e.caller, e.stack_id, e.ret_seq, " CT_EFFECT_ORDER_SQL " AS effect_order"         \
-    " FROM events e JOIN apis a ON a.api_id = e.api_id;\n"                                         \
+    " FROM events e JOIN apis a ON a.api_id = e.api_id" A(a, e) ";\n"                              \
     "CREATE VIEW logical_events AS SELECT e.*, a.name AS api, a.layer, a.role, a.space,"           \
     " a.kind AS api_kind, " CT_EFFECT_ORDER_SQL " AS effect_order"                                 \
-    " FROM events e JOIN apis a ON a.api_id = e.api_id"                                            \
-    " LEFT JOIN events p ON p.seq = e.parent_seq LEFT JOIN apis pa ON pa.api_id = p.api_id"        \
+    " FROM events e JOIN apis a ON a.api_id = e.api_id" A(a, e)                                    \
+    " LEFT JOIN events p ON p.seq = e.parent_seq" A(p, e)                                          \
+    " LEFT JOIN apis pa ON pa.api_id = p.api_id" A(pa, p)                                          \
     " WHERE pa.role IS NULL OR NOT (pa.role = a.role OR (pa.role IN ('alloc', 'free', 'reset')"    \
     " AND a.role IN ('alloc', 'free', 'reset')));\n"                                               \
-    "CREATE VIEW mem_events AS SELECT seq, t_ns, device, ptr, size, api, role, space,"             \
+    "CREATE VIEW mem_events AS SELECT " P() "seq, t_ns, device, ptr, size, api, role, space,"      \
     " CASE WHEN api_kind = 'vmm' AND arg1 != 1 THEN 'vmm_host' ELSE api_kind END AS kind,"         \
     " caller, effect_order FROM logical_events WHERE result = 0"                                   \
     " AND role IN ('alloc', 'free', 'reset');\n"                                                   \
     "CREATE VIEW allocations AS WITH m AS (SELECT *, LEAD(role) OVER w AS next_role,"              \
     " LEAD(seq) OVER w AS next_seq, LEAD(t_ns) OVER w AS next_t_ns, LEAD(api) OVER w AS next_api," \
     " LEAD(effect_order) OVER w AS next_order FROM mem_events WHERE role IN ('alloc', 'free')"     \
-    " WINDOW w AS (PARTITION BY space, ptr ORDER BY effect_order, seq)),"                          \
-    " r AS (SELECT seq, t_ns, device, api, effect_order FROM mem_events WHERE role = 'reset'),"    \
-    " j AS (SELECT m.*, (SELECT MIN(r.effect_order) FROM r WHERE r.device = m.device"              \
+    " WINDOW w AS (PARTITION BY " P() "space, ptr ORDER BY effect_order, seq))," " r AS (SELECT "  \
+    P() "seq, t_ns, device, api, effect_order FROM mem_events WHERE role = 'reset'),"              \
+    " j AS (SELECT m.*, (SELECT MIN(r.effect_order) FROM r WHERE r.device = m.device" A(r, m)      \
     " AND r.effect_order > m.effect_order AND m.space IN ('device', 'host', 'ipc'))"               \
     " AS reset_order FROM m WHERE m.role = 'alloc'),"                                              \
     " k AS (SELECT j.*, (j.next_seq IS NOT NULL AND (j.reset_order IS NULL"                        \
-    " OR j.next_order < j.reset_order)) AS by_next FROM j)"                                        \
-    " SELECT k.seq, k.api, k.device, k.ptr, k.size, k.kind, k.t_ns,"                               \
+    " OR j.next_order < j.reset_order)) AS by_next FROM j)" " SELECT " Q(k)                        \
+    "k.seq, k.api, k.device, k.ptr, k.size, k.kind, k.t_ns,"                                       \
     " CASE WHEN k.by_next THEN k.next_seq"                                                         \
-    " ELSE (SELECT r.seq FROM r WHERE r.effect_order = k.reset_order) END AS free_seq,"            \
+    " ELSE (SELECT r.seq FROM r WHERE r.effect_order = k.reset_order" A(r, k) ") END AS free_seq," \
     " CASE WHEN k.by_next THEN k.next_t_ns"                                                        \
-    " ELSE (SELECT r.t_ns FROM r WHERE r.effect_order = k.reset_order) END AS free_t_ns,"          \
+    " ELSE (SELECT r.t_ns FROM r WHERE r.effect_order = k.reset_order" A(r, k)                     \
+    ") END AS free_t_ns,"                                                                          \
     " CASE WHEN k.by_next THEN (CASE WHEN k.next_role = 'free' THEN k.next_api"                    \
-    " ELSE 'implicit' END)"                                                                        \
-    " ELSE (SELECT r.api FROM r WHERE r.effect_order = k.reset_order) END AS free_api,"            \
-    " (SELECT md.path FROM modules md WHERE k.caller >= md.start_addr AND k.caller < md.end_addr)" \
+    " ELSE 'implicit' END)" " ELSE (SELECT r.api FROM r WHERE r.effect_order = k.reset_order"      \
+    A(r, k) ") END AS free_api," " (SELECT md.path FROM modules md WHERE " W(md, k)                \
+    "k.caller >= md.start_addr AND k.caller < md.end_addr)"                                        \
     " AS module, k.effect_order, CASE WHEN k.by_next THEN k.next_order ELSE k.reset_order END"     \
     " AS free_effect_order FROM k;\n"                                                              \
-    "CREATE VIEW meminfo AS SELECT seq, t_ns, device, arg0 AS free_bytes, arg1 AS total_bytes"     \
+    "CREATE VIEW meminfo AS SELECT " P()                                                           \
+    "seq, t_ns, device, arg0 AS free_bytes, arg1 AS total_bytes"                                   \
     " FROM logical_events WHERE role = 'meminfo' AND result = 0;\n"                                \
-    "CREATE VIEW ipc AS SELECT seq, t_ns, api, device, ptr, lower(hex(handle)) AS handle_hex,"     \
+    "CREATE VIEW ipc AS SELECT " P()                                                               \
+    "seq, t_ns, api, device, ptr, lower(hex(handle)) AS handle_hex,"                               \
     " result, flags FROM logical_events WHERE handle IS NOT NULL"                                  \
     " AND (role = 'ipc_export' OR (role = 'alloc' AND space = 'ipc'));\n"                          \
-    "CREATE VIEW driver_lookups AS SELECT e.seq, e.t_ns, a.name AS api,"                           \
+    "CREATE VIEW driver_lookups AS SELECT " Q(e) "e.seq, e.t_ns, a.name AS api,"                   \
     " CAST(substr(e.handle, 1, e.arg2) AS TEXT) AS symbol, e.arg0 AS version, e.flags,"            \
-    " e.result, e.ptr, e.arg1 AS wrapped FROM events e JOIN apis a ON a.api_id = e.api_id"         \
+    " e.result, e.ptr, e.arg1 AS wrapped FROM events e JOIN apis a ON a.api_id = e.api_id" A(a, e) \
     " WHERE a.role = 'lookup';\n"                                                                  \
     "CREATE VIEW nccl_events AS SELECT e.*, a.name AS api, a.role FROM events e"                   \
-    " JOIN apis a ON a.api_id = e.api_id WHERE a.layer = 'nccl';\n"                                \
-    "CREATE VIEW communicators AS WITH x AS (SELECT seq, t_ns, role, result, arg0,"                \
-    " MAX(CASE WHEN role = 'comm_init' AND result = 0 THEN seq END) OVER (PARTITION BY arg0"       \
-    " ORDER BY seq ROWS UNBOUNDED PRECEDING) AS comm_id FROM nccl_events"                          \
-    " WHERE role IN ('comm_init', 'comm_destroy', 'comm_finalize')),"                              \
-    " ends AS (SELECT comm_id, MIN(CASE WHEN role = 'comm_destroy' THEN t_ns END) AS "             \
-    "t_destroy_ns,"                                                                                \
+    " JOIN apis a ON a.api_id = e.api_id" A(a, e) " WHERE a.layer = 'nccl';\n"                     \
+    "CREATE VIEW communicators AS WITH x AS (SELECT " P() "seq, t_ns, role, result, arg0,"         \
+    " MAX(CASE WHEN role = 'comm_init' AND result = 0 THEN seq END) OVER (PARTITION BY " P()       \
+    "arg0" " ORDER BY seq ROWS UNBOUNDED PRECEDING) AS comm_id FROM nccl_events"                   \
+    " WHERE role IN ('comm_init', 'comm_destroy', 'comm_finalize'))," " ends AS (SELECT " P()      \
+    "comm_id, MIN(CASE WHEN role = 'comm_destroy' THEN t_ns END) AS " "t_destroy_ns,"              \
     " MIN(CASE WHEN role = 'comm_finalize' THEN t_ns END) AS t_finalize_ns FROM x"                 \
-    " WHERE result = 0 AND comm_id IS NOT NULL AND role != 'comm_init' GROUP BY comm_id)"          \
-    " SELECT i.seq AS comm_id, printf('%016x', i.arg3) AS unique_id_hash, i.arg2 AS rank,"         \
+    " WHERE result = 0 AND comm_id IS NOT NULL AND role != 'comm_init' GROUP BY " P() "comm_id)"   \
+    " SELECT " Q(i) "i.seq AS comm_id, printf('%016x', i.arg3) AS unique_id_hash, i.arg2 AS rank," \
     " i.arg1 AS nranks, i.device, CASE WHEN i.arg4 != 0 THEN (SELECT MAX(p.seq) FROM x p"          \
-    " WHERE p.role = 'comm_init' AND p.result = 0 AND p.arg0 = i.arg4 AND p.seq < i.seq) END"      \
-    " AS parent_comm_id, i.t_ns AS t_init_ns, ends.t_destroy_ns, i.result AS init_result,"         \
+    " WHERE p.role = 'comm_init' AND p.result = 0 AND p.arg0 = i.arg4 AND p.seq < i.seq" A(p, i)   \
+    ") END" " AS parent_comm_id, i.t_ns AS t_init_ns, ends.t_destroy_ns, i.result AS init_result," \
     " i.api, i.arg0 AS comm, CASE WHEN i.arg4 != 0 THEN i.arg5 END AS color,"                      \
     " CASE WHEN i.arg4 != 0 THEN i.arg6 END AS key, ends.t_finalize_ns"                            \
-    " FROM nccl_events i LEFT JOIN ends ON ends.comm_id = i.seq"                                   \
+    " FROM nccl_events i LEFT JOIN ends ON ends.comm_id = i.seq" A(ends, i)                        \
     " WHERE i.role = 'comm_init' AND NOT (i.result = 0 AND i.arg0 = 0);\n"                         \
     "CREATE VIEW collectives AS WITH x AS (SELECT *, MAX(CASE WHEN role = 'comm_init'"             \
-    " AND result = 0 THEN seq END) OVER (PARTITION BY arg0 ORDER BY seq"                           \
+    " AND result = 0 THEN seq END) OVER (PARTITION BY " P() "arg0 ORDER BY seq"                    \
     " ROWS UNBOUNDED PRECEDING) AS comm_id FROM nccl_events"                                       \
-    " WHERE role IN ('comm_init', 'collective', 'p2p'))"                                           \
-    " SELECT seq, t_ns, dur_ns, api AS op, comm_id, arg1 AS count, CASE arg2"                      \
+    " WHERE role IN ('comm_init', 'collective', 'p2p'))" " SELECT " P()                            \
+    "seq, t_ns, dur_ns, api AS op, comm_id, arg1 AS count, CASE arg2"                              \
     " WHEN 0 THEN 'int8' WHEN 1 THEN 'uint8' WHEN 2 THEN 'int32' WHEN 3 THEN 'uint32'"             \
     " WHEN 4 THEN 'int64' WHEN 5 THEN 'uint64' WHEN 6 THEN 'float16' WHEN 7 THEN 'float32'"        \
     " WHEN 8 THEN 'float64' WHEN 9 THEN 'bfloat16' WHEN 10 THEN 'float8e4m3'"                      \
@@ -174,7 +202,8 @@
     " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
     " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
     " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
-    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n"
+// clang-format on
 
 /*
  * Call stacks (format 4, docs/stacks.md). stack_frames: one row per frame of
@@ -204,18 +233,29 @@
     "CREATE TABLE loaded_modules(load_id INTEGER PRIMARY KEY, path TEXT NOT NULL, build_id TEXT,"  \
     " base INTEGER NOT NULL, start_addr INTEGER NOT NULL, end_addr INTEGER NOT NULL,"              \
     " first_seq INTEGER NOT NULL);\n"                                                              \
-    "CREATE TABLE symbols(ip INTEGER PRIMARY KEY, symbol TEXT NOT NULL);\n"                        \
-    "CREATE VIEW stacks AS SELECT f.stack_id, f.depth, m.path AS module,"                          \
+    "CREATE TABLE symbols(ip INTEGER PRIMARY KEY, symbol TEXT NOT NULL);\n" CT_STACKS_VIEW_SQL(    \
+        CT_ONE_Q, CT_ONE_A, CT_ONE_W)
+
+/* The stacks view, for a trace or a pack (CT_VIEWS_SQL says how). */
+// clang-format off
+#define CT_STACKS_VIEW_SQL(Q, A, W)                                                                \
+    "CREATE VIEW stacks AS SELECT " Q(f) "f.stack_id, f.depth, m.path AS module,"                  \
     " CASE WHEN f.kind = 0 THEN s.symbol ELSE c.function END AS symbol,"                           \
     " CASE WHEN f.kind = 0 THEN f.value - m.base END AS offset, c.file,"                           \
     " CASE WHEN f.kind = 1 THEN nullif(f.value & 4294967295, 0) END AS line,"                      \
     " CASE WHEN f.kind = 0 THEN 'native' ELSE 'python' END AS kind,"                               \
     " CASE WHEN f.kind = 0 THEN f.value END AS ip, f.instr, f.entry FROM stack_frames f"           \
-    " LEFT JOIN loaded_modules m ON f.kind = 0 AND m.load_id = (SELECT x.load_id"                  \
-    " FROM loaded_modules x WHERE f.value >= x.start_addr AND f.value < x.end_addr"                \
-    " ORDER BY x.load_id DESC LIMIT 1)"                                                            \
-    " LEFT JOIN py_code c ON f.kind = 1 AND c.code_id = (f.value >> 32)"                           \
-    " LEFT JOIN symbols s ON f.kind = 0 AND s.ip = f.value;\n"
+    " LEFT JOIN loaded_modules m ON f.kind = 0" A(m, f) " AND m.load_id = (SELECT x.load_id"       \
+    " FROM loaded_modules x WHERE " W(x, f) "f.value >= x.start_addr AND f.value < x.end_addr"     \
+    " ORDER BY x.load_id DESC LIMIT 1)" " LEFT JOIN py_code c ON f.kind = 1" A(c, f)               \
+    " AND c.code_id = (f.value >> 32)" " LEFT JOIN symbols s ON f.kind = 0" A(s, f)                \
+    " AND s.ip = f.value;\n"
+// clang-format on
+
+/* A packed run's views: every process at once, with its `process` column. */
+#define CT_PACK_VIEWS_SQL                                                                          \
+    CT_VIEWS_SQL(CT_PACK_Q, CT_PACK_P, CT_PACK_A, CT_PACK_W)                                       \
+    CT_STACKS_VIEW_SQL(CT_PACK_Q, CT_PACK_A, CT_PACK_W)
 
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \

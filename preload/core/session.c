@@ -444,6 +444,13 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
         rc = ct_store_write_env(st, env.vars, env.count);
     if (!rc)
         rc = ct_store_set_meta_text(st, "stacks", ct_stacks_describe());
+    /* In the .db itself, before any call: a copy of the .db alone still
+     * says that a -wal and a ring stood beside it while the process ran
+     * (the analyzer warns when they are missing, model/sidefiles.h). */
+    const char *ring_name = strrchr(files->ring_path, '/');
+    if (!rc)
+        rc = ct_store_set_meta_text(st, "crash_buffer",
+                                    ring_name ? ring_name + 1 : files->ring_path);
     if (!rc)
         rc = ct_store_commit(st);
     /* Its WAL is named after the hidden name: folded in, or the trace is not

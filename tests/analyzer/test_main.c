@@ -55,6 +55,7 @@ int main(void)
     srunner_add_suite(runner, ls_suite());
     srunner_add_suite(runner, clocks_suite());
     srunner_add_suite(runner, ancestors_suite());
+    srunner_add_suite(runner, pack_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

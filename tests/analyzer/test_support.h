@@ -25,6 +25,7 @@ Suite *bad_input_suite(void);
 Suite *run_suite(void);
 Suite *recover_suite(void);
 Suite *collectives_suite(void);
+Suite *pack_suite(void); /* test_pack.c */
 
 /* A fresh directory under $TMPDIR (or /tmp), removed by scratch_remove. */
 char *scratch_dir(void);

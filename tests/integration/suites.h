@@ -19,6 +19,8 @@
  * program's descriptor table left to it).
  * launch (servers whose launcher holds the flags and starts workers with
  * multiprocessing spawn, forkserver or fork: the ancestors' command lines).
+ * pack (a killed run packed by `cutrace pack` and read elsewhere, several
+ * directories as one run).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -42,5 +44,6 @@ Suite *hotpath_suite(void);
 Suite *order_suite(void);
 Suite *fds_suite(void);
 Suite *launch_suite(void);
+Suite *pack_suite(void);
 
 #endif
