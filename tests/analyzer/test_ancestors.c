@@ -57,7 +57,7 @@ START_TEST(test_loader_fills_ancestors_parent_first)
     free(worker_trace(dir, CT_FORMAT_VERSION));
     struct trace_set set;
     struct gm_model m;
-    ck_assert_int_eq(gm_open_run(&m, &set, dir, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){dir}, 1, 0), 0);
     ck_assert_uint_eq(m.nprocs, 1);
     const struct gm_process *p = &m.procs[0];
     ck_assert_uint_eq(p->nancestors, 2);
@@ -80,7 +80,7 @@ START_TEST(test_format_6_has_no_ancestors)
     free(worker_trace(dir, 6));
     struct trace_set set;
     struct gm_model m;
-    ck_assert_int_eq(gm_open_run(&m, &set, dir, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){dir}, 1, 0), 0);
     ck_assert_uint_eq(m.procs[0].nancestors, 0);
     ck_assert_str_eq(gm_launch_line(&m, &m.procs[0], 0), SPAWNED);
     ck_assert_ptr_null(gm_launch_line(&m, &m.procs[0], 1));

@@ -58,7 +58,7 @@ static char *two_host_run(int64_t delta_ns, bool other_hash)
 
 static void load(struct gm_model *m, struct trace_set *set, const char *dir)
 {
-    ck_assert_int_eq(gm_open_run(m, set, dir, GM_LOAD_NCCL), 0);
+    ck_assert_int_eq(gm_open_run(m, set, (const char *const[]){dir}, 1, GM_LOAD_NCCL), 0);
 }
 
 /* A two-host run written, opened and loaded; closed and removed by
