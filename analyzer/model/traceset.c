@@ -6,6 +6,7 @@
 #include "model/traceset.h"
 
 #include "cli.h"
+#include "model/runs.h"
 #include "recover/recover.h"
 
 #include <dirent.h>
@@ -49,9 +50,23 @@ static int list_trace_files(const char *dir, char ***names, size_t *count)
     return 0;
 }
 
+static int open_resolved(struct trace_set *set, const char *path);
+
 int trace_set_open(struct trace_set *set, const char *path)
 {
     memset(set, 0, sizeof(*set));
+    /* A directory of `cutrace run`'s runs is read as its one run, or refused
+     * (runs.h): two runs' processes are never one set. */
+    char *run_dir = NULL;
+    if (runs_resolve(path, &run_dir) != 0)
+        return -1;
+    int rc = open_resolved(set, run_dir ? run_dir : path);
+    free(run_dir);
+    return rc;
+}
+
+static int open_resolved(struct trace_set *set, const char *path)
+{
     /* Before listing: folding may create the trace of a process that was
      * killed before its writer made one. */
     if (recover_fold_quietly(path) != 0)

@@ -19,7 +19,7 @@
 #include <assert.h>
 #include <stdint.h>
 
-#define CT_FORMAT_VERSION 6
+#define CT_FORMAT_VERSION 7
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"

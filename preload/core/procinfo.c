@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "redact.h"
+#include "cutrace/redact.h"
 
 static size_t read_file(const char *path, char *buf, size_t cap)
 {

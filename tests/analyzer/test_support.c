@@ -5,6 +5,7 @@
  */
 #include "test_support.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -275,6 +276,50 @@ const char *dummy_library(void)
     const char *lib = getenv("CUTRACE_TEST_LIB");
     ck_assert_msg(lib && *lib, "CUTRACE_TEST_LIB is not set (run through make analyzer-tests)");
     return lib;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+size_t list_runs(const char *dir, char ***runs)
+{
+    *runs = NULL;
+    size_t count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "run-", 4) != 0)
+            continue;
+        *runs = realloc(*runs, (count + 1) * sizeof(**runs));
+        ck_assert_ptr_nonnull(*runs);
+        ck_assert_int_ge(asprintf(&(*runs)[count], "%s/%s", dir, e->d_name), 0);
+        count++;
+    }
+    closedir(d);
+    if (count > 1)
+        qsort(*runs, count, sizeof(**runs), by_name);
+    return count;
+}
+
+void free_runs(char **runs, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(runs[i]);
+    free(runs);
+}
+
+char *only_run(const char *dir)
+{
+    char **runs;
+    size_t n = list_runs(dir, &runs);
+    ck_assert_msg(n == 1, "%s holds %zu runs, expected 1", dir, n);
+    char *run = runs[0];
+    free(runs);
+    return run;
 }
 
 /* ---- a strict JSON validator ---- */
