@@ -10,8 +10,9 @@
  * The exit status is the run manifest's for the process `cutrace run`
  * launched, else the one its trace recorded (meta exit_status).
  *
- * Given a directory of runs (model/runs.h), it lists the runs instead, one
- * line each: where, when, how it ended, how many traces, what was launched.
+ * Given a directory of several runs (model/runs.h), it lists the runs
+ * instead, one line each: where, when, how it ended, how many traces, what
+ * was launched (a directory of one run is that run, as for every report).
  */
 #include "cli.h"
 #include "model/filter.h"
@@ -41,8 +42,9 @@ static const char usage[] =
     "(or the signal that killed it) where known, its calls, the most GPU memory\n"
     "it held at once, and its command line.\n"
     "\n"
-    "Given a directory of runs (the -o DIR of `cutrace run`), one line per run:\n"
-    "its directory, when it started, how it ended, its traces, its command.\n"
+    "Given a directory of several runs (the -o DIR of `cutrace run`; of one run\n"
+    "with --csv=runs), one line per run: its directory, when it started, how it\n"
+    "ended, its traces, its command. A directory of one run lists its processes.\n"
     "\n"
     "options:\n" CLI_FILTER_HELP CLI_FORMAT_HELP CLI_HELP_HELP "\n"
     "Tables for --csv: processes (one row per process listed), runs (one row\n"
@@ -418,11 +420,16 @@ int cmd_ls(int argc, char **argv)
     ssize_t nruns = runs_list(path, &runs);
     if (nruns < 0)
         return CLI_EXIT_BAD_INPUT;
-    if (nruns > 0) {
+    /* One run is read as the run, as every report reads it; --csv=runs
+     * lists it as a run. */
+    bool as_runs = nruns > 1 || (nruns == 1 && o.format == CLI_FORMAT_CSV && o.csv_arg &&
+                                 o.csv_table == CSV_RUNS);
+    if (as_runs) {
         int rc = list_runs(&o, path, runs, (size_t)nruns);
         runs_free(runs, (size_t)nruns);
         return rc;
     }
+    runs_free(runs, nruns > 0 ? (size_t)nruns : 0);
     if (o.format == CLI_FORMAT_CSV && o.csv_table == CSV_RUNS)
         return cli_usage_error("ls", "%s is no directory of runs: its table is processes", path);
     struct trace_set set;
