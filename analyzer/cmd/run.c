@@ -20,12 +20,11 @@
 #include "cutrace/envcap.h"
 #include "cutrace/redact.h"
 #include "model/manifest.h"
-#include "model/traceset.h"
+#include "model/runs.h"
 #include "out/shellquote.h"
 
 #include <assert.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -468,19 +467,6 @@ static void remove_run(struct run_record *r)
     rmdir(r->dir);
 }
 
-static size_t count_traces(const char *dir)
-{
-    size_t n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *entry;
-    while ((entry = readdir(d)) != NULL)
-        n += trace_set_is_trace_name(entry->d_name);
-    closedir(d);
-    return n;
-}
-
 static int report_exec_failure(const char *command, int err)
 {
     if ((err == ENOENT) && !strchr(command, '/')) {
@@ -563,7 +549,7 @@ int cmd_run(int argc, char **argv)
             status = exec_errno ? report_exec_failure(command[0], exec_errno) : EXIT_RUN_FAILED;
         } else {
             command_ended(&run, hooks.raw_status);
-            size_t traces = count_traces(run.dir);
+            size_t traces = runs_trace_files(run.dir);
             char *shown = cli_path_join(dir, run_name);
             char *quoted = shell_quote(shown);
             if (traces == 0)

@@ -79,7 +79,7 @@ static void free_names(char **names, size_t count)
     free(names);
 }
 
-static size_t count_traces(const char *dir)
+size_t runs_trace_files(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -102,7 +102,7 @@ ssize_t runs_list(const char *dir, struct run_entry **runs)
     for (size_t i = 0; i < count; i++) {
         struct run_entry *r = &(*runs)[i];
         r->path = cli_path_join(dir, names[i]);
-        r->traces = count_traces(r->path);
+        r->traces = runs_trace_files(r->path);
         if (manifest_find(r->path, &r->manifest) != 1) {
             runs_free(*runs, i + 1);
             *runs = NULL;

@@ -33,6 +33,9 @@ struct run_entry {
 ssize_t runs_list(const char *dir, struct run_entry **runs);
 void runs_free(struct run_entry *runs, size_t count);
 
+/* The trace files (*.db) directly in dir. */
+size_t runs_trace_files(const char *dir);
+
 /*
  * The path a report reads for `path`: itself (*run_dir NULL, returns 0), or
  * its one run (*run_dir malloc'd, returns 0). A directory of several runs

@@ -236,6 +236,7 @@ START_TEST(test_write_and_find)
     /* Nothing but the manifest: the temporary files were renamed. */
     char **runs;
     ck_assert_uint_eq(list_runs(dir, &runs), 0);
+    free_runs(runs, 0);
     struct run_manifest back;
     ck_assert_int_eq(manifest_find(dir, &back), 1);
     ck_assert_str_eq(back.cmdline, "prog --tp 2");

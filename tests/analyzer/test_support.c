@@ -278,31 +278,24 @@ const char *dummy_library(void)
     return lib;
 }
 
-static int by_name(const void *a, const void *b)
+static int is_run_name(const struct dirent *e)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strncmp(e->d_name, "run-", 4) == 0;
 }
 
 size_t list_runs(const char *dir, char ***runs)
 {
-    *runs = NULL;
-    size_t count = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "run-", 4) != 0)
-            continue;
-        *runs = realloc(*runs, (count + 1) * sizeof(**runs));
-        ck_assert_ptr_nonnull(*runs);
-        ck_assert_int_ge(asprintf(&(*runs)[count], "%s/%s", dir, e->d_name), 0);
-        count++;
+    struct dirent **names;
+    int n = scandir(dir, &names, is_run_name, alphasort);
+    *runs = calloc(n > 0 ? (size_t)n : 1, sizeof(**runs));
+    ck_assert_ptr_nonnull(*runs);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_ge(asprintf(&(*runs)[i], "%s/%s", dir, names[i]->d_name), 0);
+        free(names[i]);
     }
-    closedir(d);
-    if (count > 1)
-        qsort(*runs, count, sizeof(**runs), by_name);
-    return count;
+    if (n >= 0)
+        free(names);
+    return n > 0 ? (size_t)n : 0;
 }
 
 void free_runs(char **runs, size_t count)

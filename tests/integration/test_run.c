@@ -46,29 +46,24 @@ static char *runs_dir(const struct world *w)
     return dir;
 }
 
-/* The runs in DIR (DIR/run-..., sorted: start order); returns their number. */
+static int run_entry(const struct dirent *e)
+{
+    return strncmp(e->d_name, "run-", 4) == 0;
+}
+
+/* The runs in DIR (DIR/run-..., by name: start order); returns their number. */
 static size_t list_runs(const char *dir, char ***runs)
 {
-    *runs = NULL;
-    size_t n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "run-", 4) != 0)
-            continue;
-        *runs = realloc(*runs, (n + 1) * sizeof(**runs));
-        ck_assert_ptr_nonnull(*runs);
-        ck_assert_int_ge(asprintf(&(*runs)[n++], "%s/%s", dir, e->d_name), 0);
+    struct dirent **entries;
+    int count = scandir(dir, &entries, run_entry, alphasort);
+    size_t n = count > 0 ? (size_t)count : 0;
+    *runs = calloc(n + 1, sizeof(**runs));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_ge(asprintf(&(*runs)[i], "%s/%s", dir, entries[i]->d_name), 0);
+        free(entries[i]);
     }
-    closedir(d);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp((*runs)[j - 1], (*runs)[j]) > 0; j--) {
-            char *t = (*runs)[j];
-            (*runs)[j] = (*runs)[j - 1];
-            (*runs)[j - 1] = t;
-        }
+    if (count >= 0)
+        free(entries);
     return n;
 }
 
