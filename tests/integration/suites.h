@@ -17,6 +17,8 @@
  * (frees across threads, signal handlers' calls).
  * stacks (native and Python call stacks, `cutrace sites`) and fds (the
  * program's descriptor table left to it).
+ * launch (servers whose launcher holds the flags and starts workers with
+ * multiprocessing spawn, forkserver or fork: the ancestors' command lines).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -39,5 +41,6 @@ Suite *startfinish_suite(void);
 Suite *hotpath_suite(void);
 Suite *order_suite(void);
 Suite *fds_suite(void);
+Suite *launch_suite(void);
 
 #endif
