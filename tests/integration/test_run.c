@@ -689,6 +689,9 @@ START_TEST(test_launcher_flags_reach_budget_through_manifest)
 {
     struct world w;
     world_init(&w);
+    /* As a user starts it: without CUTRACE_DIR of its own, cutrace is no
+     * ancestor the tracer records (its line would hold the flag too). */
+    w.extra_env[0] = "CUTRACE_DIR=";
     const char *argv[] = {"/bin/sh",
                           "-c",
                           "exec \"$0\" --framework sglang --tp 2",
@@ -711,6 +714,9 @@ START_TEST(test_launcher_flags_reach_budget_through_manifest)
     char *out = report(&w, budget, 0);
     char *source = report_json_text(out, "$.parameters.mem_fraction_static_source");
     ck_assert_str_eq(source, "cmdline");
+    free(source);
+    source = report_json_text(out, "$.parameters.source_process");
+    ck_assert_str_eq(source, "run"); /* the launched command's line */
     free(source);
     ck_assert_ptr_nonnull(strstr(out, "\"mem_fraction_static\": 0.55"));
     free(out);
