@@ -7,9 +7,11 @@
 # replay needs no change here; analyzer/cutrace.c holds main() and is left out of the test binary.
 # Crash recovery (analyzer/recover/recover.c) reads rings and writes traces with the
 # tracer's own code, compiled here with the analyzer's flags: the ring
-# protocol and the SQL of a trace then exist once.
+# protocol and the SQL of a trace then exist once. `cutrace run` redacts the
+# run manifest with the tracer's redaction and environment rules, linked the same way.
 
-ANALYZER_CORE_SRCS := preload/core/ring.c preload/core/store.c preload/core/pylines.c
+ANALYZER_CORE_SRCS := preload/core/ring.c preload/core/store.c preload/core/pylines.c \
+                      preload/core/redact.c preload/core/envcap.c
 ANALYZER_SRCS      := $(sort $(wildcard analyzer/*.c analyzer/*/*.c)) $(ANALYZER_CORE_SRCS)
 ANALYZER_LIB_SRCS  := $(filter-out analyzer/cutrace.c,$(ANALYZER_SRCS))
 ANALYZER_TEST_SRCS := $(sort $(wildcard tests/analyzer/*.c))

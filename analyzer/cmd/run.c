@@ -9,12 +9,22 @@
  * does) and SIGTERM/SIGHUP sent to cutrace passed on to it. Failures of
  * cutrace itself before the program starts exit 125, like env(1) and
  * nice(1), so they cannot be mistaken for the program's own status.
+ *
+ * Each run gets a directory of its own inside DIR (runs.h), so that a DIR
+ * used again never mixes two runs, and a manifest there (manifest.h) that
+ * says what was launched, redacted like a trace: written when the command
+ * starts, written again with how it ended. A manifest that cannot be
+ * written costs a warning, never the run.
  */
 #include "cli.h"
-#include "model/traceset.h"
+#include "cutrace/envcap.h"
+#include "cutrace/redact.h"
+#include "model/manifest.h"
+#include "model/runs.h"
+#include "out/shellquote.h"
 
 #include <assert.h>
-#include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,7 +36,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define DEFAULT_DIR     "cutrace-trace"
 #define LIBRARY_NAME    "libcutrace.so"
@@ -38,11 +51,13 @@ static const char usage[] =
     "usage: cutrace run [-o DIR] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with libcutrace.so preloaded, writing one trace file per process\n"
-    "(CMD and every process it starts) to DIR. CMD's output is untouched; when it\n"
-    "ends, one line on stderr says where the traces are.\n"
+    "(CMD and every process it starts) to a new directory of this run inside DIR,\n"
+    "DIR/run-<UTC start>-<host>-<pid>, with the run's manifest.json (the command,\n"
+    "redacted; how it ended). CMD's output is untouched; when it ends, one line on\n"
+    "stderr says where the traces are.\n"
     "\n"
     "options:\n"
-    "  -o, --output DIR  trace directory (default ./" DEFAULT_DIR ", created 0700)\n"
+    "  -o, --output DIR  directory of runs (default ./" DEFAULT_DIR ", created 0700)\n"
     "  -h, --help        show this help\n"
     "\n"
     "environment:\n"
@@ -168,69 +183,6 @@ static int make_trace_dir(const char *dir)
     return rc;
 }
 
-struct name_list {
-    char **names;
-    size_t count, cap;
-};
-
-static void list_traces(const char *dir, struct name_list *list)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *entry;
-    while ((entry = readdir(d)) != NULL) {
-        if (!trace_set_is_trace_name(entry->d_name))
-            continue;
-        list->names = xgrow(list->names, &list->cap, list->count + 1, sizeof(*list->names));
-        list->names[list->count++] = xstrdup(entry->d_name);
-    }
-    closedir(d);
-}
-
-static bool list_contains(const struct name_list *list, const char *name)
-{
-    for (size_t i = 0; i < list->count; i++)
-        if (strcmp(list->names[i], name) == 0)
-            return true;
-    return false;
-}
-
-static void list_free(struct name_list *list)
-{
-    for (size_t i = 0; i < list->count; i++)
-        free(list->names[i]);
-    free(list->names);
-    memset(list, 0, sizeof(*list));
-}
-
-/* The directory as a shell word, so the suggested command can be pasted. */
-static char *shell_quote(const char *word)
-{
-    bool plain = word[0] != '\0';
-    for (const char *c = word; *c; c++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,=:@%", *c))
-            plain = false;
-    if (plain)
-        return xstrdup(word);
-    size_t len = 2;
-    for (const char *c = word; *c; c++)
-        len += *c == '\'' ? 4 : 1;
-    char *quoted = xmalloc(len + 1), *out = quoted;
-    *out++ = '\'';
-    for (const char *c = word; *c; c++) {
-        if (*c == '\'') {
-            memcpy(out, "'\\''", 4);
-            out += 4;
-        } else {
-            *out++ = *c;
-        }
-    }
-    *out++ = '\'';
-    *out = '\0';
-    return quoted;
-}
-
 /* ---- running the child ---- */
 
 static volatile sig_atomic_t child_pid;
@@ -278,29 +230,44 @@ static void restore_signals(const struct saved_signals *saved)
 
 /* In the child after fork: set up the environment and exec. On failure the
  * errno travels to the parent through the close-on-exec pipe. */
-static void exec_child(char **command, const char *preload, const char *trace_dir,
-                       const struct saved_signals *saved, int report_fd)
+static void exec_child(char **command, const struct saved_signals *saved, int report_fd)
 {
     restore_signals(saved);
-    int err = 0;
-    /* An inherited CUTRACE_DISABLE=1 (kept to silence a tracer preloaded by
-     * default) would defeat the run the user asked for; the program may
-     * still set it again for processes it wants left alone. */
-    if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("CUTRACE_DIR", trace_dir, 1) != 0 ||
-        unsetenv("CUTRACE_DISABLE") != 0)
-        err = errno;
-    else {
-        execvp(command[0], command);
-        err = errno;
-    }
+    execvp(command[0], command);
+    int err = errno;
     ssize_t ignored = write(report_fd, &err, sizeof(err));
     (void)ignored;
     _exit(err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_NOT_EXEC);
 }
 
+/*
+ * The environment the command gets, set in cutrace's own (which nothing
+ * else uses): LD_PRELOAD and CUTRACE_DIR, and no CUTRACE_DISABLE: an
+ * inherited CUTRACE_DISABLE=1 (kept to silence a tracer preloaded by
+ * default) would defeat the run the user asked for; the program may still
+ * set it again for processes it wants left alone. Set before the fork so
+ * that the manifest records what the command got.
+ */
+static int set_child_environment(const char *preload, const char *trace_dir)
+{
+    if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("CUTRACE_DIR", trace_dir, 1) != 0 ||
+        unsetenv("CUTRACE_DISABLE") != 0) {
+        cli_error(NULL, "cannot set the command's environment: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* What run_child tells its caller besides the status. */
+struct run_hooks {
+    void (*started)(void *ctx, pid_t pid); /* the command is forked, not yet exec'd */
+    void *ctx;
+    int raw_status; /* waitpid's status, -1 when it was not reaped */
+};
+
 /* Runs the command and returns its shell-style status, or -1 with *exec_errno
  * set when it could not be started. */
-static int run_child(char **command, const char *preload, const char *trace_dir, int *exec_errno)
+static int run_child(char **command, struct run_hooks *hooks, int *exec_errno)
 {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -320,11 +287,12 @@ static int run_child(char **command, const char *preload, const char *trace_dir,
     }
     if (pid == 0) {
         close(pipe_fds[0]);
-        exec_child(command, preload, trace_dir, &saved, pipe_fds[1]);
+        exec_child(command, &saved, pipe_fds[1]);
     }
     child_pid = pid;
     sigprocmask(SIG_SETMASK, &saved.mask, NULL); /* forward from now on */
     close(pipe_fds[1]);
+    hooks->started(hooks->ctx, pid);
 
     int err = 0;
     ssize_t n;
@@ -340,6 +308,7 @@ static int run_child(char **command, const char *preload, const char *trace_dir,
     while (waited < 0 && errno == EINTR);
     child_pid = 0;
     restore_signals(&saved);
+    hooks->raw_status = waited == pid ? status : -1;
 
     if (n == (ssize_t)sizeof(err)) {
         *exec_errno = err;
@@ -352,6 +321,150 @@ static int run_child(char **command, const char *preload, const char *trace_dir,
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return EXIT_RUN_FAILED;
+}
+
+/* ---- the run's directory and manifest ---- */
+
+static int64_t wall_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The host name as a file name's part: [A-Za-z0-9.-], at most 32 bytes. */
+static void host_word(const char *host, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const char *c = host; *c && o + 1 < size && o < 32; c++)
+        out[o++] = (isalnum((unsigned char)*c) || *c == '.' || *c == '-') ? *c : '_';
+    out[o] = '\0';
+    if (o == 0)
+        snprintf(out, size, "host");
+}
+
+/*
+ * A new directory for this run inside parent, 0700 like it:
+ * run-<UTC start>-<host>-<pid>, so that `ls` sorts runs by time and two runs
+ * started in the same second (here, or on another host sharing parent) never
+ * meet; a name taken anyway (a pid reused within the second) gets a suffix.
+ * Returns its name (malloc'd), or NULL after the error.
+ */
+static char *make_run_dir(const char *parent, const char *host, int64_t start_ns)
+{
+    time_t secs = (time_t)(start_ns / 1000000000);
+    struct tm tm;
+    char stamp[32], word[40];
+    gmtime_r(&secs, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    host_word(host, word, sizeof word);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        char *name = attempt ? xasprintf("run-%s-%s-%ld-%d", stamp, word, (long)getpid(), attempt)
+                             : xasprintf("run-%s-%s-%ld", stamp, word, (long)getpid());
+        char *path = cli_path_join(parent, name);
+        int rc = mkdir(path, 0700);
+        int err = errno;
+        free(path);
+        if (rc == 0)
+            return name;
+        free(name);
+        if (err != EEXIST) {
+            cli_error(parent, "cannot create the run's directory: %s", strerror(err));
+            return NULL;
+        }
+    }
+    cli_error(parent, "cannot create the run's directory: every name is taken");
+    return NULL;
+}
+
+/* The launched command as the manifest keeps it: redacted like a trace's. */
+static void redacted_argv(char **command, struct run_manifest *m)
+{
+    size_t len = 0, argc = 0;
+    for (; command[argc]; argc++)
+        len += strlen(command[argc]) + 1;
+    char *joined = xmalloc(len ? len : 1), *p = joined;
+    for (size_t i = 0; i < argc; i++) {
+        size_t n = strlen(command[i]) + 1;
+        memcpy(p, command[i], n);
+        p += n;
+    }
+    size_t out_len = 0;
+    char *redacted = ct_redact_argv(joined, len, &out_len);
+    free(joined);
+    if (!redacted) {
+        fputs("cutrace: out of memory\n", stderr);
+        exit(EXIT_RUN_FAILED);
+    }
+    m->argv = xcalloc(argc ? argc : 1, sizeof(*m->argv));
+    for (size_t o = 0; o < out_len && m->argc < argc; o += strlen(redacted + o) + 1)
+        m->argv[m->argc++] = xstrdup(redacted + o);
+    assert(m->argc == argc);
+    free(redacted);
+}
+
+/* The variables a trace records (envcap.h), as the command gets them. */
+static void recorded_env(struct run_manifest *m)
+{
+    struct ct_env_capture cap;
+    if (ct_env_capture(environ, &cap) != 0) {
+        fputs("cutrace: out of memory\n", stderr);
+        exit(EXIT_RUN_FAILED);
+    }
+    m->env = xcalloc(cap.count ? cap.count : 1, sizeof(*m->env));
+    for (size_t i = 0; i < cap.count; i++) {
+        m->env[i].name = xstrdup(cap.vars[i].name);
+        m->env[i].value = xstrdup(cap.vars[i].value);
+    }
+    m->nenv = cap.count;
+    ct_env_capture_free(&cap);
+}
+
+struct run_record {
+    char *dir; /* the run's directory, absolute */
+    struct run_manifest manifest;
+    bool warned;
+};
+
+static void write_manifest(struct run_record *r)
+{
+    if (manifest_write(r->dir, &r->manifest) == 0 || r->warned)
+        return;
+    r->warned = true;
+    fprintf(stderr, "cutrace: %s: cannot write the run manifest: %s\n", r->dir, strerror(errno));
+}
+
+static void command_started(void *ctx, pid_t pid)
+{
+    struct run_record *r = ctx;
+    r->manifest.pid = pid;
+    write_manifest(r);
+}
+
+/* How the command ended, from waitpid's status (-1: not known). */
+static void command_ended(struct run_record *r, int raw_status)
+{
+    struct run_manifest *m = &r->manifest;
+    if (raw_status == -1 || !(WIFEXITED(raw_status) || WIFSIGNALED(raw_status)))
+        return; /* the start-only manifest says "running or killed" */
+    m->ended = true;
+    m->end_wall_ns = wall_now_ns();
+    if (m->end_wall_ns < m->start_wall_ns)
+        m->end_wall_ns = m->start_wall_ns; /* the clock was set back meanwhile */
+    m->has_exit_status = WIFEXITED(raw_status);
+    m->exit_status = m->has_exit_status ? WEXITSTATUS(raw_status) : 0;
+    m->has_signal = WIFSIGNALED(raw_status);
+    m->signal = m->has_signal ? WTERMSIG(raw_status) : 0;
+    write_manifest(r);
+}
+
+/* Nothing ran: the run's directory goes again (it holds only the manifest). */
+static void remove_run(struct run_record *r)
+{
+    char *file = cli_path_join(r->dir, MANIFEST_NAME);
+    unlink(file);
+    free(file);
+    rmdir(r->dir);
 }
 
 static int report_exec_failure(const char *command, int err)
@@ -405,46 +518,59 @@ int cmd_run(int argc, char **argv)
         return EXIT_RUN_FAILED;
     }
     /* Absolute, so that processes that change directory write to the same place. */
-    char *trace_dir = realpath(dir, NULL);
-    if (!trace_dir) {
+    char *parent = realpath(dir, NULL);
+    if (!parent) {
         cli_error(dir, "%s", strerror(errno));
         free(library);
         return EXIT_RUN_FAILED;
     }
+    struct run_record run = {0};
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    run.manifest.start_wall_ns = wall_now_ns();
+    char *run_name = make_run_dir(parent, host, run.manifest.start_wall_ns);
     char *preload = compose_preload(getenv("LD_PRELOAD"), library);
-
-    struct name_list before = {0}, after = {0};
-    list_traces(trace_dir, &before);
-    int exec_errno = 0;
-    int status = run_child(command, preload, trace_dir, &exec_errno);
-    if (status < 0) {
-        status = exec_errno ? report_exec_failure(command[0], exec_errno) : EXIT_RUN_FAILED;
-    } else {
-        list_traces(trace_dir, &after);
-        size_t fresh = 0;
-        for (size_t i = 0; i < after.count; i++)
-            if (!list_contains(&before, after.names[i]))
-                fresh++;
-        char *quoted = shell_quote(dir);
-        if (fresh == 0)
-            fprintf(stderr,
-                    "cutrace: no trace written to %s: the command made no CUDA calls, or did not "
-                    "load %s (static or setuid program?)\n",
-                    quoted, LIBRARY_NAME);
-        else if (before.count > 0)
-            fprintf(stderr,
-                    "cutrace: trace in %s (%zu file%s, plus %zu from earlier runs); next: cutrace "
-                    "summary %s\n",
-                    quoted, fresh, fresh == 1 ? "" : "s", before.count, quoted);
-        else
-            fprintf(stderr, "cutrace: trace in %s (%zu file%s); next: cutrace summary %s\n", quoted,
-                    fresh, fresh == 1 ? "" : "s", quoted);
-        free(quoted);
+    int status = EXIT_RUN_FAILED;
+    if (run_name) {
+        run.dir = cli_path_join(parent, run_name);
+        status = set_child_environment(preload, run.dir) == 0 ? 0 : EXIT_RUN_FAILED;
     }
-    list_free(&before);
-    list_free(&after);
+    if (status == 0) {
+        run.manifest.cutrace_version = xstrdup(CUTRACE_VERSION);
+        run.manifest.host = xstrdup(host);
+        redacted_argv(command, &run.manifest);
+        recorded_env(&run.manifest);
+        struct run_hooks hooks = {.started = command_started, .ctx = &run, .raw_status = -1};
+        int exec_errno = 0;
+        status = run_child(command, &hooks, &exec_errno);
+        if (status < 0) {
+            remove_run(&run);
+            status = exec_errno ? report_exec_failure(command[0], exec_errno) : EXIT_RUN_FAILED;
+        } else {
+            command_ended(&run, hooks.raw_status);
+            size_t traces = runs_trace_files(run.dir);
+            char *shown = cli_path_join(dir, run_name);
+            char *quoted = shell_quote(shown);
+            if (traces == 0)
+                fprintf(stderr,
+                        "cutrace: no trace written to %s: the command made no CUDA calls, or did "
+                        "not load %s (static or setuid program?)\n",
+                        quoted, LIBRARY_NAME);
+            else
+                fprintf(stderr, "cutrace: trace in %s (%zu file%s); next: cutrace summary %s\n",
+                        quoted, traces, traces == 1 ? "" : "s", quoted);
+            free(quoted);
+            free(shown);
+        }
+    } else if (run_name) {
+        rmdir(run.dir);
+    }
+    manifest_free(&run.manifest);
+    free(run.dir);
+    free(run_name);
     free(preload);
-    free(trace_dir);
+    free(parent);
     free(library);
     return status;
 }

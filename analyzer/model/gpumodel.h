@@ -37,6 +37,7 @@
 #define CUTRACE_ANALYZER_GPUMODEL_H
 
 #include "model/collcalls.h"
+#include "model/manifest.h"
 #include "model/nccl.h"
 #include "model/trace.h"
 #include "model/traceset.h"
@@ -249,6 +250,9 @@ struct gm_process {
      * worker's launcher flags are. */
     struct gm_ancestor *ancestors;
     size_t nancestors;
+    /* meta exit_status: the status it passed to exit() or _exit() (format 7). */
+    bool has_exit_status;
+    int exit_status;
 };
 
 struct gm_ancestor {
@@ -320,6 +324,8 @@ struct gm_model {
     /* The command `cutrace run` launched (its run manifest), NULL without
      * one: the launcher's flags hold for every process of the run. */
     char *run_cmdline;
+    /* That manifest, NULL without one (run_cmdline is its cmdline). */
+    struct run_manifest *manifest;
 };
 
 /*

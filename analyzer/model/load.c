@@ -12,6 +12,7 @@
 #include "model/gpumodel.h"
 #include "model/clocks.h"
 #include "model/loader.h"
+#include "model/manifest.h"
 #include "model/modules.h"
 #include "out/progress.h"
 
@@ -560,6 +561,37 @@ static int load_nccl(struct gm_process *p)
     return 0;
 }
 
+/* meta exit_status (format 7): the status the process gave exit() or _exit(). */
+static int load_exit_status(struct gm_process *p)
+{
+    bool found = false, is_integer = false;
+    char *text = NULL;
+    int64_t v = 0;
+    if (trace_meta_get(p->trace->db, "exit_status", &found, &text, &v, &is_integer) != SQLITE_OK) {
+        free(text);
+        return trace_fail((struct trace *)p->trace, "cannot read meta 'exit_status'");
+    }
+    free(text);
+    if (found && (!is_integer || v < 0 || v > 255))
+        return trace_fail((struct trace *)p->trace, "invalid meta 'exit_status' (not 0-255)");
+    p->has_exit_status = found;
+    p->exit_status = (int)v;
+    return 0;
+}
+
+/* The run's manifest (manifest.h), whose command's flags hold for every process. */
+static int load_manifest(struct gm_model *m, const struct trace_set *set)
+{
+    struct run_manifest found;
+    int rc = manifest_find(set->path, &found);
+    if (rc <= 0)
+        return rc;
+    m->manifest = xmalloc(sizeof(*m->manifest));
+    *m->manifest = found;
+    m->run_cmdline = xstrdup(found.cmdline);
+    return 0;
+}
+
 static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra *x, unsigned flags)
 {
     struct pass s = {.L = L, .p = p, .x = x, .device_space = GM_NONE};
@@ -576,6 +608,8 @@ static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra 
     }
     if (rc == 0)
         rc = load_ancestors(p);
+    if (rc == 0)
+        rc = load_exit_status(p);
     if (rc == 0)
         rc = load_devices(&s);
     if (rc == 0)
@@ -647,6 +681,8 @@ int gm_load_with(struct gm_model *m, struct trace_set *set, unsigned flags)
     free(L.exports);
     free(L.opens);
     free(L.extra);
+    if (rc == 0 && load_manifest(m, set) != 0)
+        rc = -1; /* its error said */
     if (rc != 0) {
         gm_free(m);
         return -1;
@@ -709,6 +745,9 @@ void gm_free(struct gm_model *m)
     }
     free(m->clocks);
     free(m->run_cmdline);
+    if (m->manifest)
+        manifest_free(m->manifest);
+    free(m->manifest);
     for (size_t i = 0; i < m->napis; i++)
         free(m->apis[i]);
     free(m->apis);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "model/packed.h"
 #include "model/sidefiles.h"
+#include "model/runs.h"
 #include "recover/recover.h"
 
 #include <assert.h>
@@ -116,7 +117,7 @@ static int list_file(const char *path, struct sources *s)
 }
 
 /* Folds the rings of path, then lists what it holds. */
-static int list_path(const char *path, struct sources *s)
+static int list_resolved(const char *path, struct sources *s)
 {
     sidefiles_warn(path);
     /* Before listing: folding may create the trace of a process that was
@@ -138,6 +139,18 @@ static int list_path(const char *path, struct sources *s)
         return -1;
     }
     return list_directory(path, s);
+}
+
+/* A directory of `cutrace run`'s runs is read as its one run, or refused
+ * (runs.h): two runs' processes are never one set. */
+static int list_path(const char *path, struct sources *s)
+{
+    char *run_dir = NULL;
+    if (runs_resolve(path, &run_dir) != 0)
+        return -1;
+    int rc = list_resolved(run_dir ? run_dir : path, s);
+    free(run_dir);
+    return rc;
 }
 
 /* The trace of the set already opened that is the same as t (its file

@@ -21,7 +21,9 @@ struct trace_set {
 
 /*
  * Opens `path`: a directory of traces (every *.db in it, sorted by name), or
- * one trace file. On any problem prints "cutrace: <file>: <problem>" to
+ * one trace file. A directory holding runs of `cutrace run` is opened as its
+ * one run (set->path names the run), and refused when it holds several
+ * (model/runs.h). On any problem prints "cutrace: <file>: <problem>" to
  * stderr and returns -1 with nothing left open; returns 0 otherwise.
  *
  * First it folds the crash buffers of killed processes (the directory's

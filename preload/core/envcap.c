@@ -3,7 +3,7 @@
  *
  * Runs once per process, when its trace is created, never on the hot path.
  */
-#include "envcap.h"
+#include "cutrace/envcap.h"
 
 #include <stdio.h>
 #include <stdlib.h>

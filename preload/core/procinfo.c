@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "redact.h"
+#include "cutrace/redact.h"
 
 size_t ct_procinfo_read(const char *path, char *buf, size_t cap)
 {

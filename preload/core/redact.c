@@ -8,7 +8,7 @@
  * is kept, which is why the rule is documented where users read the env and
  * process tables (docs/schema.md).
  */
-#include "redact.h"
+#include "cutrace/redact.h"
 
 #include <ctype.h>
 #include <stdlib.h>

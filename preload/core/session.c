@@ -48,7 +48,7 @@
 #include "ancestry.h"
 #include "clock.h"
 #include "device.h"
-#include "envcap.h"
+#include "cutrace/envcap.h"
 #include "execfold.h"
 #include "cutrace/store.h"
 #include "procinfo.h"
@@ -102,6 +102,7 @@ static struct {
     bool exec_marked;
     uint64_t start_drops; /* atomic: records dropped before the ring existed */
     uint64_t *owner;      /* MADV_WIPEONFORK word; NULL where the kernel has none */
+    int exit_status;      /* atomic: 1 + the status given to exit(), 0 unknown */
 } S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
 
 static void become_child_session(void);
@@ -632,6 +633,9 @@ static void finish(const char *end_state, bool next_traced)
         S.exec_marked = ct_execfold_mark(S.dir, S.pid, S.ring_path) == 0;
     if (__atomic_load_n(&S.state, __ATOMIC_ACQUIRE) != CT_ON || !ct_writer_alive(S.writer))
         return; /* reported when the writer stopped; the ring keeps what it did not write */
+    int status = __atomic_load_n(&S.exit_status, __ATOMIC_ACQUIRE);
+    if (status && !hand_over)
+        ct_writer_note_exit_status(S.writer, status - 1);
     if (!ct_writer_flush(S.writer, hand_over ? NULL : end_state, CT_FLUSH_TIMEOUT_MS)) {
         if (!ct_writer_alive(S.writer))
             return; /* it stopped while we waited, and said so */
@@ -651,6 +655,15 @@ static void finish(const char *end_state, bool next_traced)
 void ct_session_finish(const char *end_state)
 {
     finish(end_state, false);
+}
+
+void ct_session_note_exit_status(int status)
+{
+    /* A vfork child runs in our memory: its status is not ours. */
+    if (S.pid != getpid())
+        return;
+    /* What the parent's wait sees: the low 8 bits. */
+    __atomic_store_n(&S.exit_status, 1 + (status & 0377), __ATOMIC_RELEASE);
 }
 
 /* NAME's value in envp, or NULL. */

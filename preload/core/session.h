@@ -27,6 +27,8 @@ void ct_session_append(struct ct_record *rec);
 
 /* The process is about to end (end_state "exit", "_exit"). */
 void ct_session_finish(const char *end_state);
+/* The status it gave exit() or _exit(), stored (meta exit_status) by the finish. */
+void ct_session_note_exit_status(int status);
 /* The process is about to exec with this environment (environ for execv). */
 void ct_session_before_exec(char *const envp[]);
 /* An exec failed: the process goes on being traced. */

@@ -54,6 +54,7 @@ struct ct_writer {
     const char *end_state;  /* pending meta('end_state'), written once target is reached */
     uint64_t end_requested; /* end-state requests made ... */
     uint64_t end_served;    /* ... and written, file closed */
+    int exit_status;        /* 1 + the status stored with the end state, 0 none */
     bool stop;
 
     int alive;          /* atomic */
@@ -274,7 +275,7 @@ static long drain_once(struct ct_writer *w)
  * destructor), which then go into the .db itself. "running" is the one state
  * that is not an end: an exec failed and the process goes on, back in WAL.
  */
-static int finish_store(struct ct_writer *w, const char *end_state)
+static int finish_store(struct ct_writer *w, const char *end_state, int exit_status)
 {
     if (!w->store && !open_trace_file(w))
         return -1;
@@ -283,6 +284,8 @@ static int finish_store(struct ct_writer *w, const char *end_state)
         return -1;
     if (strcmp(end_state, "running") == 0)
         return ct_store_unseal(w->store);
+    if (exit_status && ct_store_set_meta_int(w->store, "exit_status", exit_status - 1))
+        return -1;
     /* A seal that fails (disk full) leaves every commit in the WAL beside
      * the file: the trace is complete, if not one file. */
     ct_store_seal(w->store);
@@ -355,14 +358,16 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w->mu);
         const char *end_state = NULL;
         uint64_t serving = 0;
+        int exit_status = 0;
         if (w->end_state && w->cursor >= w->flush_target) {
             end_state = w->end_state;
             serving = w->end_requested;
+            exit_status = w->exit_status;
             w->end_state = NULL;
         }
         pthread_mutex_unlock(&w->mu);
         bool gone = trace_file_gone(w, end_state != NULL);
-        if (n >= 0 && !gone && end_state && finish_store(w, end_state) != 0)
+        if (n >= 0 && !gone && end_state && finish_store(w, end_state, exit_status) != 0)
             n = -1;
         pthread_mutex_unlock(&w->work_mu);
         if (n >= 0 && !gone && end_state) {
@@ -460,6 +465,16 @@ bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeou
     }
     pthread_mutex_unlock(&w->mu);
     return done;
+}
+
+void ct_writer_note_exit_status(struct ct_writer *w, int status)
+{
+    assert(status >= 0 && status <= 255);
+    if (!ct_writer_alive(w))
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->exit_status = 1 + status;
+    pthread_mutex_unlock(&w->mu);
 }
 
 void ct_writer_stop(struct ct_writer *w)

@@ -47,6 +47,10 @@ bool ct_writer_alive(const struct ct_writer *w);
  */
 bool ct_writer_flush(struct ct_writer *w, const char *end_state, unsigned timeout_ms);
 
+/* The exit status (0-255) the next end state other than "running" is
+ * stored with, as meta exit_status. */
+void ct_writer_note_exit_status(struct ct_writer *w, int status);
+
 /* Stops and joins the thread after a final drain, and frees the writer. */
 void ct_writer_stop(struct ct_writer *w);
 

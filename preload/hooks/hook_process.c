@@ -8,6 +8,11 @@
  * its trace is completed only once it has succeeded, by the new image or by
  * `cutrace recover` (execfold.h), and after a failure it goes on. They
  * record no event: they are not CUDA calls.
+ *
+ * The exit status reaches the trace (meta exit_status) where a hook sees it:
+ * exit() itself (whose destructors end the session) and the three above. A
+ * return from main calls exit() inside libc, where no hook sees it, so that
+ * end keeps no status.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,8 +37,16 @@ static _Noreturn void exit_now(void (*real)(int), int status)
     __builtin_unreachable();
 }
 
+CT_EXPORT void exit(int status)
+{
+    ct_session_note_exit_status(status);
+    LIBC_REAL(exit);
+    exit_now(real, status);
+}
+
 CT_EXPORT void _exit(int status)
 {
+    ct_session_note_exit_status(status);
     ct_session_finish("_exit");
     LIBC_REAL(_exit);
     exit_now(real, status);
@@ -41,6 +54,7 @@ CT_EXPORT void _exit(int status)
 
 CT_EXPORT void _Exit(int status)
 {
+    ct_session_note_exit_status(status);
     ct_session_finish("_exit");
     LIBC_REAL(_Exit);
     exit_now(real, status);
@@ -48,6 +62,7 @@ CT_EXPORT void _Exit(int status)
 
 CT_EXPORT void quick_exit(int status)
 {
+    ct_session_note_exit_status(status);
     ct_session_finish("_exit");
     LIBC_REAL(quick_exit);
     exit_now(real, status);

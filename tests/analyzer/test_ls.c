@@ -103,7 +103,7 @@ START_TEST(test_json_csv_and_filters)
 
     r = ls((const char *[]){"ls", "--csv", "--pid", "7001", dir, NULL}, 0);
     assert_contains(r.out, "file,host,pid,rank,env_rank,local_rank,world_size,gpus,end_state,"
-                           "calls,peak_gpu_bytes,cmdline\r\n");
+                           "calls,peak_gpu_bytes,cmdline,exit_status,signal\r\n");
     assert_contains(r.out, ",node1,7001,,0,0,2,0,exit,4,3221225472,python3 -c from");
     ck_assert_ptr_null(strstr(r.out, "7002"));
     proc_result_free(&r);

@@ -23,6 +23,7 @@ Suite *model_ipcstacks_suite(void); /* test_model_ipcstacks.c */
 Suite *ls_suite(void);              /* test_ls.c */
 Suite *clocks_suite(void);          /* test_clocks.c */
 Suite *ancestors_suite(void);       /* test_ancestors.c */
+Suite *manifest_suite(void);        /* test_manifest.c */
 
 int main(void)
 {
@@ -56,6 +57,7 @@ int main(void)
     srunner_add_suite(runner, clocks_suite());
     srunner_add_suite(runner, ancestors_suite());
     srunner_add_suite(runner, pack_suite());
+    srunner_add_suite(runner, manifest_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

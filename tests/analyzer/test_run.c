@@ -3,6 +3,8 @@
  * CUTRACE_DIR as the child sees them, an untouched stdout, the closing line
  * on stderr, and signal handling. The preloaded library is the dummy
  * libcutrace.so from the test build, which writes one file per process.
+ * Each run writes into a directory of its own inside -o DIR; the manifest
+ * in it is test_manifest.c's.
  */
 #include "test_support.h"
 
@@ -55,21 +57,34 @@ START_TEST(test_exit_code_passes_through)
     struct proc_result r = run_script(dir, "exit 3", NULL);
     ck_assert_int_eq(r.status, 3);
     ck_assert_uint_eq(r.out_len, 0);
-    char expected[512];
+    char *first = only_run(dir);
+    char expected[1024];
     snprintf(expected, sizeof(expected),
-             "cutrace: trace in %s (1 file); next: cutrace summary %s\n", dir, dir);
+             "cutrace: trace in %s (1 file); next: cutrace summary %s\n", first, first);
     ck_assert_str_eq(r.err, expected);
     proc_result_free(&r);
 
+    /* DIR again: a run of its own, which counts only its own files. */
     r = run_script(dir, "exit 0", NULL);
     ck_assert_int_eq(r.status, 0);
-    ck_assert_ptr_nonnull(strstr(r.err, "(1 file, plus 1 from earlier runs)"));
+    char **runs;
+    ck_assert_uint_eq(list_runs(dir, &runs), 2);
+    const char *second = strcmp(runs[0], first) == 0 ? runs[1] : runs[0];
+    snprintf(expected, sizeof(expected),
+             "cutrace: trace in %s (1 file); next: cutrace summary %s\n", second, second);
+    ck_assert_str_eq(r.err, expected);
     proc_result_free(&r);
 
-    /* The directory is private. */
+    /* The directory, and each run's, is private. */
     struct stat st;
     ck_assert_int_eq(stat(dir, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0700);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(stat(runs[i], &st), 0);
+        ck_assert_int_eq(st.st_mode & 0777, 0700);
+    }
+    free_runs(runs, 2);
+    free(first);
     free(dir);
     scratch_remove(scratch);
 }
@@ -214,8 +229,14 @@ START_TEST(test_child_environment_and_stdout)
     ck_assert_int_ge(asprintf(&messy, "%s/./x/../t", scratch), 0);
     struct proc_result r = run_script(messy, "printf '%s' \"$CUTRACE_DIR\"", NULL);
     char *expected = NULL, *base = real(scratch);
-    ck_assert_int_ge(asprintf(&expected, "%s/t", base), 0);
-    ck_assert_str_eq(r.out, expected);
+    /* The run's own directory in DIR, absolute and resolved. */
+    ck_assert_int_ge(asprintf(&expected, "%s/t/run-", base), 0);
+    ck_assert_msg(strncmp(r.out, expected, strlen(expected)) == 0 &&
+                      !strchr(r.out + strlen(expected), '/'),
+                  "CUTRACE_DIR=%s", r.out);
+    struct stat st;
+    ck_assert_int_eq(stat(r.out, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
     proc_result_free(&r);
 
     /* The program's stdout, byte for byte (NUL and no final newline). */

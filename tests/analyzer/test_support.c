@@ -5,6 +5,7 @@
  */
 #include "test_support.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -275,6 +276,43 @@ const char *dummy_library(void)
     const char *lib = getenv("CUTRACE_TEST_LIB");
     ck_assert_msg(lib && *lib, "CUTRACE_TEST_LIB is not set (run through make analyzer-tests)");
     return lib;
+}
+
+static int is_run_name(const struct dirent *e)
+{
+    return strncmp(e->d_name, "run-", 4) == 0;
+}
+
+size_t list_runs(const char *dir, char ***runs)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, is_run_name, alphasort);
+    *runs = calloc(n > 0 ? (size_t)n : 1, sizeof(**runs));
+    ck_assert_ptr_nonnull(*runs);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_ge(asprintf(&(*runs)[i], "%s/%s", dir, names[i]->d_name), 0);
+        free(names[i]);
+    }
+    if (n >= 0)
+        free(names);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void free_runs(char **runs, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(runs[i]);
+    free(runs);
+}
+
+char *only_run(const char *dir)
+{
+    char **runs;
+    size_t n = list_runs(dir, &runs);
+    ck_assert_msg(n == 1, "%s holds %zu runs, expected 1", dir, n);
+    char *run = runs[0];
+    free(runs);
+    return run;
 }
 
 /* ---- a strict JSON validator ---- */

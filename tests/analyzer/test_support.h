@@ -80,4 +80,11 @@ bool json_valid(const char *text);
 /* The path of the dummy libcutrace.so ($CUTRACE_TEST_LIB). */
 const char *dummy_library(void);
 
+/* The runs `cutrace run -o dir` made in dir (their paths, dir/run-..., in
+ * name order, which is start order; *runs malloc'd, free with free_runs). */
+size_t list_runs(const char *dir, char ***runs);
+void free_runs(char **runs, size_t count);
+/* The path of dir's only run; aborts the test unless it holds exactly one. */
+char *only_run(const char *dir);
+
 #endif

@@ -91,7 +91,12 @@ class CheckError(Exception):
 
 
 def traces(directory):
+    """DIR's traces: its own *.db, or those of its one run (`cutrace run -o DIR`
+    writes each run to a directory of its own, DIR/run-..., with a manifest.json)."""
     files = sorted(glob.glob(os.path.join(directory, "*.db")))
+    runs = glob.glob(os.path.join(directory, "run-*", "manifest.json"))
+    if not files and len(runs) == 1:
+        files = sorted(glob.glob(os.path.join(os.path.dirname(runs[0]), "*.db")))
     if not files:
         raise CheckError(f"no traces in {directory}")
     return files

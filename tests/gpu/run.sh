@@ -433,11 +433,17 @@ passes() {
     fi
 }
 
+# trace_files DIR: the trace files of DIR, a `cutrace run -o DIR`: its own
+# *.db, or those of the run directory (DIR/run-...) cutrace run made there.
+trace_files() {
+    compgen -G "$1/*.db" || compgen -G "$1/run-*/*.db"
+}
+
 # traces_rows PREFIX DIR: the rows every traced program gets. The reports are
 # a row of their own: a failing report never hides the SQL checks.
 traces_rows() {
     local p=$1 d=$2 rc=0
-    if ! compgen -G "$d/*.db" >/dev/null; then
+    if ! trace_files "$d" >/dev/null; then
         record "$p: traces" FAILED "no trace file in $d (run.log)"
         return 1
     fi
@@ -445,7 +451,7 @@ traces_rows() {
     "$cutrace" summary "$d" >"$d.summary.txt" 2>>"$log" || rc=$?
     "$cutrace" timeline "$d" >"$d.timeline.txt" 2>>"$log" || rc=$?
     if ((rc == 0)); then
-        record "$p: cutrace summary and timeline" ok "$(compgen -G "$d/*.db" | wc -l) trace files"
+        record "$p: cutrace summary and timeline" ok "$(trace_files "$d" | wc -l) trace files"
     else
         record "$p: cutrace summary and timeline" FAILED "status $rc (run.log)"
     fi
@@ -702,12 +708,12 @@ step_expandable() {
 
 step_reports() {
     local a=$work/torch/torch-trace b=$work/torch-expandable/expandable-trace
-    if ! compgen -G "$a/*.db" >/dev/null || ! compgen -G "$b/*.db" >/dev/null; then
+    if ! trace_files "$a" >/dev/null || ! trace_files "$b" >/dev/null; then
         record "reports: on the torch traces" skipped "needs both torch steps' traces"
         return 0
     fi
     ck "reports: sites, budget, diff, export on torch's" reports "$cutrace" "$b" "$a"
-    if compgen -G "$work/cuda/cuda-trace/*.db" >/dev/null; then
+    if trace_files "$work/cuda/cuda-trace" >/dev/null; then
         ck "reports: the same on the CUDA program's" reports "$cutrace" "$work/cuda/cuda-trace" "$a"
     fi
 }

@@ -8,13 +8,23 @@
  * cutrace; the closing line on stderr must say where the traces are. The
  * analyzer suite (tests/analyzer/test_run.c) covers the option parsing and
  * the environment with a stand-in library.
+ *
+ * Each run writes into a directory of its own inside -o DIR (DIR/run-...,
+ * with its manifest.json): the tests run `cutrace run -o ROOT/runs` and
+ * then look at that run's directory as the world's trace directory. Two
+ * runs in one DIR stay apart, a report on DIR refuses to mix them, the
+ * manifest says how the command ended (also when it died with cutrace), and
+ * the launched command's flags reach `cutrace budget` through it.
  */
 #include <check.h>
+#include <dirent.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "suites.h"
@@ -28,17 +38,75 @@ static const char *workers_script(void)
     return path;
 }
 
-/* `cutrace run -o TRACE_DIR -- ARGV...`, as a user types it. */
+/* The -o DIR of the world's runs: ROOT/runs (malloc'd). */
+static char *runs_dir(const struct world *w)
+{
+    char *dir = NULL;
+    ck_assert_int_ge(asprintf(&dir, "%s/runs", w->root), 0);
+    return dir;
+}
+
+static int run_entry(const struct dirent *e)
+{
+    return strncmp(e->d_name, "run-", 4) == 0;
+}
+
+/* The runs in DIR (DIR/run-..., by name: start order); returns their number. */
+static size_t list_runs(const char *dir, char ***runs)
+{
+    struct dirent **entries;
+    int count = scandir(dir, &entries, run_entry, alphasort);
+    size_t n = count > 0 ? (size_t)count : 0;
+    *runs = calloc(n + 1, sizeof(**runs));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_ge(asprintf(&(*runs)[i], "%s/%s", dir, entries[i]->d_name), 0);
+        free(entries[i]);
+    }
+    if (count >= 0)
+        free(entries);
+    return n;
+}
+
+/* The run in dir that is not in before[0..nbefore): there is exactly one. */
+static char *new_run(const char *dir, char **before, size_t nbefore)
+{
+    char **after;
+    size_t nafter = list_runs(dir, &after);
+    char *found = NULL;
+    for (size_t i = 0; i < nafter; i++) {
+        bool old = false;
+        for (size_t j = 0; j < nbefore; j++)
+            old |= strcmp(after[i], before[j]) == 0;
+        if (!old) {
+            ck_assert_msg(!found, "two new runs in %s", dir);
+            found = strdup(after[i]);
+        }
+    }
+    ck_assert_msg(found, "no new run in %s", dir);
+    free_list(after, nafter);
+    return found;
+}
+
+/* `cutrace run -o ROOT/runs -- ARGV...`, as a user types it; the world's
+ * trace directory is that run's own afterwards. */
 static struct run cutrace_run(struct world *w, const char *const argv[], int timeout_s)
 {
-    const char *full[32] = {build_path("cutrace"), "run", "-o", w->trace_dir, "--"};
+    char *dir = runs_dir(w);
+    const char *full[32] = {build_path("cutrace"), "run", "-o", dir, "--"};
     size_t n = 5;
     for (size_t i = 0; argv[i]; i++) {
         ck_assert_uint_lt(n, 31);
         full[n++] = argv[i];
     }
     full[n] = NULL;
-    return run_prog(w, false, full, timeout_s);
+    char **before;
+    size_t nbefore = list_runs(dir, &before);
+    struct run r = run_prog(w, false, full, timeout_s);
+    free(w->trace_dir);
+    w->trace_dir = new_run(dir, before, nbefore);
+    free_list(before, nbefore);
+    free(dir);
+    return r;
 }
 
 /* The line cutrace prints when the command ends, for `files` new traces. */
@@ -373,6 +441,289 @@ START_TEST(test_inherited_disable_is_cleared)
 }
 END_TEST
 
+/* `cutrace ARGS...` on the world, expecting exit `status`; its stdout (malloc'd). */
+static char *report(struct world *w, const char *const args[], int status)
+{
+    struct run r = harness_cutrace(w, args);
+    ck_assert_msg(r.status == status, "cutrace %s: exit %d (want %d): %s", args[0], r.status,
+                  status, r.err);
+    char *out = strdup(r.out);
+    run_free(&r);
+    return out;
+}
+
+static size_t occurrences(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle))
+        n++;
+    return n;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Two runs written to one -o DIR stay apart: each run's directory holds its
+ * own processes, a report on DIR refuses to mix them, `cutrace ls DIR` lists
+ * the runs. */
+START_TEST(test_two_runs_in_one_dir_stay_apart)
+{
+    struct world w;
+    world_init(&w);
+    const char *two[] = {"/usr/bin/env", "python3", workers_script(), "torchrun", "2", NULL};
+    const char *three[] = {"/usr/bin/env", "python3", workers_script(), "torchrun", "3", NULL};
+    struct run r = cutrace_run(&w, two, 120);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    assert_closing_line(&w, &r, 2);
+    run_free(&r);
+    char *first = strdup(w.trace_dir);
+    r = cutrace_run(&w, three, 120);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    assert_closing_line(&w, &r, 3);
+    run_free(&r);
+    char *second = strdup(w.trace_dir);
+    ck_assert_str_ne(first, second);
+
+    /* Each its own workers, all children of its own launcher. */
+    int64_t launcher3 = assert_worker_traces(&w, 3, "run_workers.py worker", "exit");
+    free(w.trace_dir);
+    w.trace_dir = strdup(first);
+    int64_t launcher2 = assert_worker_traces(&w, 2, "run_workers.py worker", "exit");
+    ck_assert_int_ne(launcher2, launcher3);
+
+    /* Reports read one run: given DIR they refuse, naming both runs. */
+    char *dir = runs_dir(&w);
+    const char *summary[] = {"summary", dir, NULL};
+    struct run s = harness_cutrace(&w, summary);
+    ck_assert_int_eq(s.status, 1);
+    ck_assert_uint_eq(count_lines(s.err), 1);
+    ck_assert_ptr_nonnull(strstr(s.err, "holds 2 runs; name one: "));
+    ck_assert_ptr_nonnull(strstr(s.err, first));
+    ck_assert_ptr_nonnull(strstr(s.err, second));
+    run_free(&s);
+    const char *ls_first[] = {"ls", "--json", first, NULL};
+    char *out = report(&w, ls_first, 0);
+    ck_assert_uint_eq(occurrences(out, "\"file\": "), 2);
+    ck_assert_uint_eq(occurrences(out, "\"world_size\": 2,"), 2);
+    free(out);
+    const char *ls_second[] = {"ls", "--json", second, NULL};
+    out = report(&w, ls_second, 0);
+    ck_assert_uint_eq(occurrences(out, "\"world_size\": 3,"), 3);
+    free(out);
+
+    /* cutrace ls DIR: one line per run, oldest first. */
+    const char *ls_dir[] = {"ls", dir, NULL};
+    out = report(&w, ls_dir, 0);
+    ck_assert_uint_eq(count_lines(out), 3);
+    const char *a = strstr(out, base_name(first)), *z = strstr(out, base_name(second));
+    ck_assert(a && z && a < z);
+    ck_assert_ptr_nonnull(strstr(out, "exit 0"));
+    free(out);
+    const char *ls_json[] = {"ls", "--json", dir, NULL};
+    out = report(&w, ls_json, 0);
+    ck_assert_int_eq(report_json_int(out, "$.runs[0].traces"), 2);
+    ck_assert_int_eq(report_json_int(out, "$.runs[1].traces"), 3);
+    ck_assert_int_eq(report_json_int(out, "$.runs[1].exit_status"), 0);
+    free(out);
+    free(dir);
+    free(first);
+    free(second);
+    world_free(&w);
+}
+END_TEST
+
+/* The manifest after a normal exit, a nonzero exit and a death by signal,
+ * as `cutrace ls` shows it for the run and for the process it launched; the
+ * launched command redacted like a trace's. */
+START_TEST(test_manifest_says_how_the_command_ended)
+{
+    struct world w;
+    world_init(&w);
+    const char *ok[] = {"/usr/bin/env", "python3", workers_script(), "worker", "--api-key",
+                        "sk-12345",     NULL};
+    const char *five[] = {
+        "/usr/bin/env", "python3", workers_script(), "worker", "--exit-code", "5", NULL};
+    const char *killed[] = {"/usr/bin/env", "python3", workers_script(), "worker", "--signal",
+                            "SIGKILL",      NULL};
+    struct run r = cutrace_run(&w, ok, 60);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    char *manifest = NULL;
+    ck_assert_int_ge(asprintf(&manifest, "%s/manifest.json", w.trace_dir), 0);
+    FILE *f = fopen(manifest, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    ck_assert_ptr_null(strstr(text, "sk-12345"));
+    ck_assert_ptr_nonnull(strstr(text, "\"<redacted>\""));
+    free(manifest);
+
+    r = cutrace_run(&w, five, 60);
+    ck_assert_int_eq(r.status, 5);
+    run_free(&r);
+    char *five_dir = strdup(w.trace_dir);
+    /* The worker's own trace has it too: sys.exit(5) went through exit(). */
+    char **files;
+    ck_assert_uint_eq(list_traces(&w, &files), 1);
+    sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    ck_assert_int_eq(tsql_int(db, "SELECT value FROM meta WHERE key = 'exit_status'"), 5);
+    sqlite3_close(db);
+    free_list(files, 1);
+
+    r = cutrace_run(&w, killed, 60);
+    ck_assert_int_eq(r.status, 137);
+    run_free(&r);
+    char *killed_dir = strdup(w.trace_dir);
+
+    char *dir = runs_dir(&w);
+    const char *ls_json[] = {"ls", "--json", dir, NULL};
+    char *out = report(&w, ls_json, 0);
+    char *cmd = report_json_text(out, "$.runs[0].cmdline");
+    ck_assert_ptr_nonnull(strstr(cmd, "worker --api-key '<redacted>'"));
+    free(cmd);
+    ck_assert_int_eq(report_json_int(out, "$.runs[0].exit_status"), 0);
+    ck_assert_int_eq(report_json_int(out, "$.runs[1].exit_status"), 5);
+    ck_assert_ptr_null(report_json_text(out, "$.runs[2].exit_status"));
+    ck_assert_int_eq(report_json_int(out, "$.runs[2].signal"), 9);
+    ck_assert_int_gt(report_json_int(out, "$.runs[2].end_wall_ns"),
+                     report_json_int(out, "$.runs[2].start_wall_ns") - 1);
+    free(out);
+    const char *ls_dir[] = {"ls", dir, NULL};
+    out = report(&w, ls_dir, 0);
+    ck_assert_ptr_nonnull(strstr(out, "exit 5"));
+    ck_assert_ptr_nonnull(strstr(out, "killed by SIGKILL"));
+    free(out);
+
+    /* The process cutrace run launched ends as the manifest says. */
+    const char *ls_five[] = {"ls", "--json", five_dir, NULL};
+    out = report(&w, ls_five, 0);
+    ck_assert_int_eq(report_json_int(out, "$.processes[0].exit_status"), 5);
+    char *from = report_json_text(out, "$.processes[0].exit_from");
+    ck_assert_str_eq(from, "manifest");
+    free(from);
+    free(out);
+    const char *ls_killed[] = {"ls", killed_dir, NULL};
+    out = report(&w, ls_killed, 0);
+    ck_assert_ptr_nonnull(strstr(out, "killed by SIGKILL"));
+    free(out);
+    free(dir);
+    free(five_dir);
+    free(killed_dir);
+    world_free(&w);
+}
+END_TEST
+
+/* cutrace killed together with its command: the manifest written at the
+ * start stays, and reads as "running or killed". */
+START_TEST(test_run_killed_with_cutrace_keeps_start_manifest)
+{
+    struct world w;
+    world_init(&w);
+    char *dir = runs_dir(&w);
+    /* The command says through a FIFO when its worker is done, and its pid. */
+    char *fifo = NULL;
+    ck_assert_int_ge(asprintf(&fifo, "%s/ready", w.root), 0);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    char script[3 * PATH_MAX];
+    snprintf(script, sizeof script, "python3 %s worker; echo $$ > %s; exec sleep 120",
+             workers_script(), fifo);
+    const char *argv[] = {
+        build_path("cutrace"), "run", "-o", dir, "--", "/bin/sh", "-c", script, NULL};
+    struct running p = start_prog(&w, false, argv);
+    FILE *ready = fopen(fifo, "r");
+    ck_assert_ptr_nonnull(ready);
+    long shell = 0;
+    ck_assert_int_eq(fscanf(ready, "%ld", &shell), 1);
+    fclose(ready);
+    free(fifo);
+    ck_assert_int_gt(shell, 0);
+    ck_assert_int_eq(kill(p.pid, SIGKILL), 0);
+    ck_assert_int_eq(kill((pid_t)shell, SIGKILL), 0);
+    struct run r = finish_prog(&p, 60);
+    ck_assert_int_eq(r.status, 128 + SIGKILL);
+    run_free(&r);
+
+    /* One run: listed as a run with --csv=runs (dir,host,pid,start,end,...). */
+    const char *ls_runs[] = {"ls", "--csv=runs", "--fail-on-problem", dir, NULL};
+    char *out = report(&w, ls_runs, 3);
+    char *row = strchr(out, '\n');
+    ck_assert_ptr_nonnull(row);
+    char pid_field[32];
+    snprintf(pid_field, sizeof pid_field, ",%ld,", shell);
+    ck_assert_ptr_nonnull(strstr(row, pid_field));
+    /* start_wall_ns, then no end, no exit status, no signal; one trace. */
+    char *after_pid = strstr(row, pid_field) + strlen(pid_field);
+    char *fields = strchr(after_pid, ',');
+    ck_assert_ptr_nonnull(fields);
+    ck_assert_msg(strncmp(fields, ",,,,1,", 6) == 0, "row: %s", row);
+    free(out);
+    /* Its one run is what a report on DIR reads; the worker ended before. */
+    const char *ls_dir[] = {"ls", dir, NULL};
+    out = report(&w, ls_dir, 0);
+    ck_assert_ptr_nonnull(strstr(out, "exited 0"));
+    free(out);
+    /* The run's own directory: the worker that finished before. */
+    char **runs;
+    ck_assert_uint_eq(list_runs(dir, &runs), 1);
+    const char *ls_run[] = {"ls", runs[0], NULL};
+    out = report(&w, ls_run, 0);
+    ck_assert_ptr_nonnull(strstr(out, "exited 0"));
+    free(out);
+    free_list(runs, 1);
+    free(dir);
+    world_free(&w);
+}
+END_TEST
+
+/* A wrapper script takes the server's flags and does not pass them on (a
+ * real one hands them over through a config file or a variable): no traced
+ * process's own command line, nor its launcher's, says
+ * --mem-fraction-static; the launched command does, and `cutrace budget`
+ * finds it there through the manifest (gm_launch_line). */
+START_TEST(test_launcher_flags_reach_budget_through_manifest)
+{
+    struct world w;
+    world_init(&w);
+    /* As a user starts it: without CUTRACE_DIR of its own, cutrace is no
+     * ancestor the tracer records (its line would hold the flag too). */
+    w.extra_env[0] = "CUTRACE_DIR=";
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "exec \"$0\" --framework sglang --tp 2",
+                          build_path("examples/tp_server_sim"),
+                          "--mem-fraction-static",
+                          "0.55",
+                          NULL};
+    struct run r = cutrace_run(&w, argv, 120);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_free(&r);
+    char **files;
+    ck_assert_uint_eq(list_traces(&w, &files), 2);
+    for (size_t i = 0; i < 2; i++) {
+        sqlite3 *db = tsql_open(files[i], SQLITE_OPEN_READONLY);
+        ck_assert_ptr_null(strstr(tsql_text(db, "SELECT cmdline FROM process"), "--mem-fraction"));
+        sqlite3_close(db);
+    }
+    free_list(files, 2);
+    const char *budget[] = {"budget", "--framework", "sglang", "--json", w.trace_dir, NULL};
+    char *out = report(&w, budget, 0);
+    char *source = report_json_text(out, "$.parameters.mem_fraction_static_source");
+    ck_assert_str_eq(source, "cmdline");
+    free(source);
+    source = report_json_text(out, "$.parameters.source_process");
+    ck_assert_str_eq(source, "run"); /* the launched command's line */
+    free(source);
+    ck_assert_ptr_nonnull(strstr(out, "\"mem_fraction_static\": 0.55"));
+    free(out);
+    world_free(&w);
+}
+END_TEST
+
 Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -385,6 +736,10 @@ Suite *run_suite(void)
     tcase_add_test(tc, test_exit_status_passes_through);
     tcase_add_test(tc, test_signal_becomes_128_plus_n);
     tcase_add_test(tc, test_inherited_disable_is_cleared);
+    tcase_add_test(tc, test_two_runs_in_one_dir_stay_apart);
+    tcase_add_test(tc, test_manifest_says_how_the_command_ended);
+    tcase_add_test(tc, test_run_killed_with_cutrace_keeps_start_manifest);
+    tcase_add_test(tc, test_launcher_flags_reach_budget_through_manifest);
     suite_add_tcase(s, tc);
     return s;
 }

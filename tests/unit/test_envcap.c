@@ -3,7 +3,7 @@
  */
 #include <string.h>
 
-#include "../../preload/core/envcap.h"
+#include "cutrace/envcap.h"
 #include "suites.h"
 
 START_TEST(test_selects_gpu_memory_families)

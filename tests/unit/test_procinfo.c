@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "../../preload/core/procinfo.h"
-#include "../../preload/core/redact.h"
+#include "cutrace/redact.h"
 #include "suites.h"
 
 static void check_quote(const char *args, size_t len, const char *want)

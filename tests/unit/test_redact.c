@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../preload/core/redact.h"
+#include "cutrace/redact.h"
 #include "suites.h"
 
 static bool secret(const char *name)

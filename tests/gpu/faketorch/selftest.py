@@ -264,7 +264,8 @@ def check_trace(trace_dir, facts, expandable):
     by_pid = {}
     for r in rows:
         by_pid.setdefault(r["pid"], []).append(r)
-    dbs = glob.glob(os.path.join(trace_dir, "*.db"))
+    # `cutrace run -o DIR` writes the run to DIR/run-... (one run here).
+    dbs = glob.glob(os.path.join(trace_dir, "*.db")) or glob.glob(os.path.join(trace_dir, "run-*", "*.db"))
     main_pid = rows[0]["pid"]
     main_db = [d for d in dbs if f"-{main_pid}-" in os.path.basename(d)]
     check("trace files", len(main_db) == 1 and len(dbs) == 2, f"{len(dbs)} files")

@@ -6,6 +6,10 @@
  * compares first between a working and a failing run, so they are stored in
  * every trace. Values of names that look like credentials, and passwords in
  * URLs, never leave the process (the rule is redact.h's).
+ *
+ * Shared (include/cutrace/): `cutrace run` records the same variables, the
+ * same way, in the run manifest (analyzer/model/manifest.h), so the list of
+ * names exists once.
  */
 #ifndef CUTRACE_ENVCAP_H
 #define CUTRACE_ENVCAP_H
@@ -13,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "redact.h"
+#include "cutrace/redact.h"
 #include "cutrace/store.h"
 
 /*
