@@ -16,6 +16,7 @@
  */
 #include "cli.h"
 #include "cutrace/schema.h"
+#include "model/manifest.h"
 #include "model/packed.h"
 #include "model/traceset.h"
 
@@ -28,9 +29,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define MANIFEST_NAME      "manifest.json"
-#define MANIFEST_MAX_BYTES (16 << 20)
 
 static const char usage[] =
     "usage: cutrace pack [options] DIR... -o FILE\n"
@@ -386,45 +384,27 @@ static int pack_trace(struct packer *p, struct trace *t, int64_t process)
     return rc;
 }
 
-/* DIR/manifest.json's text into the manifest table, for each directory. */
-static int pack_manifests(struct packer *p, const char *const *paths, size_t npaths)
+/* The run's manifest (the manifest.json beside its first trace that has
+ * one, model/manifest.h): 1 found, 0 none, -1 after its one-line error. */
+static int find_manifest(const struct trace_set *set, struct run_manifest *found)
 {
-    for (size_t i = 0; i < npaths; i++) {
-        struct stat st;
-        if (stat(paths[i], &st) != 0 || !S_ISDIR(st.st_mode))
-            continue;
-        char *name = cli_path_join(paths[i], MANIFEST_NAME);
-        FILE *f = fopen(name, "rb");
-        if (!f) {
-            bool missing = errno == ENOENT;
-            free(name);
-            if (missing)
-                continue;
-            return pack_fail(p, "%s/" MANIFEST_NAME ": cannot read: %s", paths[i], strerror(errno));
-        }
-        char *text = xmalloc(MANIFEST_MAX_BYTES + 1);
-        size_t len = fread(text, 1, MANIFEST_MAX_BYTES + 1, f);
-        bool bad = ferror(f) || len > MANIFEST_MAX_BYTES;
-        fclose(f);
-        int rc = 0;
-        if (bad) {
-            rc = pack_fail(p, "%s: unreadable or larger than %d MiB", name,
-                           MANIFEST_MAX_BYTES >> 20);
-        } else {
-            sqlite3_stmt *stmt = NULL;
-            if (sqlite3_prepare_v2(p->db, "INSERT INTO manifest(json) VALUES (?)", -1, &stmt,
-                                   NULL) != SQLITE_OK ||
-                sqlite3_bind_text(stmt, 1, text, (int)len, SQLITE_STATIC) != SQLITE_OK ||
-                sqlite3_step(stmt) != SQLITE_DONE)
-                rc = write_fail(p, stmt);
-            else
-                sqlite3_finalize(stmt);
-        }
-        free(text);
-        free(name);
-        if (rc != 0)
-            return rc;
-    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < set->count; i++)
+        rc = manifest_find(set->traces[i].path, found);
+    return rc;
+}
+
+/* Its text into the manifest table: what every report reads of a packed
+ * run instead of the file. */
+static int pack_manifest(struct packer *p, const struct run_manifest *found)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(p->db, "INSERT INTO manifest(json) VALUES (?)", -1, &stmt, NULL) !=
+            SQLITE_OK ||
+        sqlite3_bind_text(stmt, 1, found->text, (int)found->text_len, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_step(stmt) != SQLITE_DONE)
+        return write_fail(p, stmt);
+    sqlite3_finalize(stmt);
     return 0;
 }
 
@@ -447,7 +427,7 @@ static int index_tables(struct packer *p)
 }
 
 static int write_pack(struct packer *p, const char *tmp, struct trace_set *set,
-                      const char *const *paths, size_t npaths)
+                      const struct run_manifest *manifest)
 {
     if (sqlite3_open_v2(tmp, &p->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
         return pack_fail(p, "cannot create %s (sqlite: %s)", tmp,
@@ -463,8 +443,8 @@ static int write_pack(struct packer *p, const char *tmp, struct trace_set *set,
     sqlite3_free(info);
     for (size_t i = 0; rc == 0 && i < set->count; i++)
         rc = pack_trace(p, &set->traces[i], (int64_t)i + 1);
-    if (rc == 0)
-        rc = pack_manifests(p, paths, npaths);
+    if (rc == 0 && manifest)
+        rc = pack_manifest(p, manifest);
     /* The documented views, over every process: one definition with the
      * traces' (include/cutrace/schema.h). */
     if (rc == 0)
@@ -549,10 +529,18 @@ int cmd_pack(int argc, char **argv)
     struct trace_set set;
     if (trace_set_open_paths(&set, o.paths, o.npaths) != 0)
         return CLI_EXIT_BAD_INPUT;
+    struct run_manifest manifest;
+    int found = find_manifest(&set, &manifest);
+    if (found < 0) {
+        trace_set_close(&set);
+        return CLI_EXIT_BAD_INPUT;
+    }
     struct packer p = {0};
     char *tmp = temporary_name(out);
     unlink(tmp); /* ours from an earlier run of this pid, never another's name */
-    int rc = write_pack(&p, tmp, &set, o.paths, o.npaths);
+    int rc = write_pack(&p, tmp, &set, found ? &manifest : NULL);
+    if (found)
+        manifest_free(&manifest);
     if (p.db)
         sqlite3_close(p.db);
     trace_set_close(&set);

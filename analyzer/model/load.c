@@ -580,10 +580,38 @@ static int load_exit_status(struct gm_process *p)
 }
 
 /* The run's manifest (manifest.h), whose command's flags hold for every process. */
+/* The manifest a packed run keeps in its `manifest` table (cmd/pack.c):
+ * 1 found, 0 none, -1 after the one-line error. */
+static int packed_manifest(struct trace *t, struct run_manifest *out)
+{
+    sqlite3_stmt *stmt = trace_query(t, "SELECT json FROM manifest LIMIT 1", "");
+    if (!stmt) {
+        trace_report_error(t);
+        return -1;
+    }
+    int rc = trace_step(t, stmt);
+    if (rc == 1 && !col_is_null(stmt, 0)) {
+        const char *text = (const char *)sqlite3_column_text(stmt, 0);
+        size_t len = (size_t)sqlite3_column_bytes(stmt, 0);
+        rc = text && manifest_parse(text, len, t->path, out) == 0 ? 1 : -1;
+    } else if (rc < 0) {
+        trace_report_error(t);
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+/* The run's manifest: beside the first trace that has one (a directory of
+ * one run of `cutrace run`, given itself or as its parent), or inside the
+ * packed file its traces came from. */
 static int load_manifest(struct gm_model *m, const struct trace_set *set)
 {
     struct run_manifest found;
-    int rc = manifest_find(set->path, &found);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < set->count; i++) {
+        struct trace *t = &set->traces[i];
+        rc = t->packed ? packed_manifest(t, &found) : manifest_find(t->path, &found);
+    }
     if (rc <= 0)
         return rc;
     m->manifest = xmalloc(sizeof(*m->manifest));

@@ -317,7 +317,7 @@ START_TEST(test_model_run_cmdline)
     process_trace(run, 501, -1);
     struct trace_set set;
     struct gm_model m;
-    ck_assert_int_eq(gm_open_run(&m, &set, run, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){run}, 1, 0), 0);
     ck_assert_ptr_nonnull(m.manifest);
     ck_assert_str_eq(m.run_cmdline, "python3 serve.py --mem-fraction-static 0.75");
     /* After the process's own line and its ancestors': the launcher's. */
@@ -329,7 +329,7 @@ START_TEST(test_model_run_cmdline)
     trace_set_close(&set);
 
     /* The parent of that one run reads as the run. */
-    ck_assert_int_eq(gm_open_run(&m, &set, dir, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){dir}, 1, 0), 0);
     ck_assert_uint_eq(m.nprocs, 1);
     ck_assert_str_eq(m.run_cmdline, "python3 serve.py --mem-fraction-static 0.75");
     gm_free(&m);
@@ -340,13 +340,54 @@ START_TEST(test_model_run_cmdline)
     ck_assert_int_ge(asprintf(&bare, "%s/bare", dir), 0);
     ck_assert_int_eq(mkdir(bare, 0700), 0);
     process_trace(bare, 502, 4);
-    ck_assert_int_eq(gm_open_run(&m, &set, bare, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){bare}, 1, 0), 0);
     ck_assert_ptr_null(m.manifest);
     ck_assert_ptr_null(m.run_cmdline);
     ck_assert(m.procs[0].has_exit_status && m.procs[0].exit_status == 4);
     gm_free(&m);
     trace_set_close(&set);
     free(bare);
+    free(run);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* A packed run keeps its manifest: read elsewhere, from the pack alone,
+ * the launcher's command is still the run's (cmd/pack.c, load.c). */
+START_TEST(test_packed_run_keeps_its_manifest)
+{
+    char *dir = scratch_dir();
+    char *run = fake_run(dir, "run-20250105T101112Z-node1-1", 500, 0);
+    process_trace(run, 501, -1);
+    char *packed = NULL;
+    ck_assert_int_ge(asprintf(&packed, "%s/run.cutrace", dir), 0);
+    const char *args[] = {"pack", dir, "-o", packed, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "pack: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    struct trace_set set;
+    struct gm_model m;
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){packed}, 1, 0), 0);
+    ck_assert_ptr_nonnull(m.manifest);
+    ck_assert_str_eq(m.run_cmdline, "python3 serve.py --mem-fraction-static 0.75");
+    gm_free(&m);
+    trace_set_close(&set);
+
+    /* A damaged manifest is refused by the packer, in one line. */
+    char *file = NULL;
+    ck_assert_int_ge(asprintf(&file, "%s/manifest.json", run), 0);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"format\": 1, \"argv\": [", f);
+    fclose(f);
+    const char *again[] = {"pack", "--force", dir, "-o", packed, NULL};
+    r = run_cutrace(again, NULL);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "manifest.json: invalid run manifest") != NULL, "%s", r.err);
+    ck_assert_ptr_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1);
+    proc_result_free(&r);
+    free(file);
+    free(packed);
     free(run);
     scratch_remove(dir);
 }
@@ -545,6 +586,7 @@ Suite *manifest_suite(void)
     tcase_add_test(tc, test_parse_damaged);
     tcase_add_test(tc, test_write_and_find);
     tcase_add_test(tc, test_model_run_cmdline);
+    tcase_add_test(tc, test_packed_run_keeps_its_manifest);
     tcase_add_test(tc, test_several_runs_in_one_dir);
     tcase_add_test(tc, test_run_writes_manifest);
     suite_add_tcase(s, tc);
