@@ -12,6 +12,7 @@
  * never what is checked: whether a rank fell behind is decided against all
  * of its peers, listed or not.
  */
+#include "analysis/coll_inflight.h"
 #include "analysis/collectives.h"
 #include "cli.h"
 #include "model/errnames.h"
@@ -325,7 +326,10 @@ static void print_text(const struct listing *ls)
 {
     const struct coll_report *r = ls->r;
     char version[32], suffix[160];
-    bool none = r->ngroups == 0 && r->collective_calls == 0 && r->p2p_calls == 0;
+    struct coll_inflight inflight;
+    coll_inflight_build(&inflight, r);
+    bool none = r->ngroups == 0 && r->collective_calls == 0 && r->p2p_calls == 0 &&
+                !coll_inflight_any(&inflight);
     int64_t v = coll_common_version(r);
     if (none)
         snprintf(suffix, sizeof(suffix), ": no NCCL communicators or calls in %zu process%s",
@@ -342,8 +346,10 @@ static void print_text(const struct listing *ls)
     printf("%s", prefix);
     text_print(stdout, r->path, room, 0);
     printf("%s\n", suffix);
-    if (none)
+    if (none) {
+        coll_inflight_free(&inflight);
         return;
+    }
     printf("  calls      %" PRId64 " collective, %" PRId64 " point-to-point (%" PRId64 " failed)\n",
            r->collective_calls, r->p2p_calls, r->failed_calls);
     if (r->total_problems == 0)
@@ -362,6 +368,8 @@ static void print_text(const struct listing *ls)
             if (dir_problem_listed(ls, &r->problems[i]))
                 print_problems(&r->problems[i], 1, 2);
     }
+    coll_inflight_print(&inflight, r);
+    coll_inflight_free(&inflight);
     bool any_calls = false;
     for (size_t gi = 0; gi < r->ngroups; gi++) {
         if (!ls->group[gi])
@@ -640,6 +648,11 @@ static void print_json(const struct listing *ls)
     json_array_end(&w);
     json_key(&w, "problems");
     json_problems(&w, r->problems, r->nproblems, ls);
+    struct coll_inflight inflight;
+    coll_inflight_build(&inflight, r);
+    json_key(&w, "in_flight");
+    coll_inflight_json(&w, &inflight, r);
+    coll_inflight_free(&inflight);
     json_key(&w, "totals");
     json_object_begin(&w);
     json_kv_uint(&w, "processes", r->nprocs);
@@ -892,8 +905,12 @@ int cmd_collectives(int argc, char **argv)
                 print_csv(&ls, o.csv_table);
             else
                 print_text(&ls);
-            if (o.fail_on_problem && ls.problems > 0)
+            /* A call that never returned is a problem too: the run hung or died in it. */
+            struct coll_inflight inflight;
+            coll_inflight_build(&inflight, &report);
+            if (o.fail_on_problem && (ls.problems > 0 || coll_inflight_any(&inflight)))
                 status = CLI_EXIT_PROBLEM;
+            coll_inflight_free(&inflight);
             listing_free(&ls);
             if (fflush(stdout) != 0 || ferror(stdout)) {
                 cli_error(NULL, "cannot write the report to standard output");

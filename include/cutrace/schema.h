@@ -167,7 +167,8 @@
     " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
     " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
     " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
-    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL            \
+        CT_SCHEMA_INFLIGHT_SQL
 
 /*
  * Call stacks (format 4, docs/stacks.md). stack_frames: one row per frame of
@@ -209,6 +210,30 @@
     " ORDER BY x.load_id DESC LIMIT 1)"                                                            \
     " LEFT JOIN py_code c ON f.kind = 1 AND c.code_id = (f.value >> 32)"                           \
     " LEFT JOIN symbols s ON f.kind = 0 AND s.ip = f.value;\n"
+
+/*
+ * Calls that never returned (format 7): a call that can block leaves an
+ * "entered" mark in its ring (format.h, struct ct_mark), and `cutrace
+ * recover` turns each mark of a killed process whose call has no events
+ * row into an `inflight` row: the record as it was at entry (what the
+ * call's arguments say; no duration, no result, no ret_seq). They are kept
+ * apart from `events`, so no view counts them as calls; the view
+ * inflight_calls names their api. A trace folded by an older cutrace has
+ * no such table; both are made IF NOT EXISTS so a fold can add them to a
+ * trace that lacks them.
+ */
+#define CT_SCHEMA_INFLIGHT_SQL                                                                     \
+    "CREATE TABLE IF NOT EXISTS inflight(seq INTEGER PRIMARY KEY, parent_seq INTEGER,"             \
+    " t_ns INTEGER NOT NULL, tid INTEGER NOT NULL, api_id INTEGER NOT NULL,"                       \
+    " device INTEGER NOT NULL, depth INTEGER NOT NULL, ptr INTEGER NOT NULL,"                      \
+    " size INTEGER NOT NULL, flags INTEGER NOT NULL, stream INTEGER NOT NULL,"                     \
+    " arg0 INTEGER NOT NULL, arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL,"                        \
+    " arg3 INTEGER NOT NULL, arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL,"                        \
+    " arg6 INTEGER NOT NULL, arg7 INTEGER NOT NULL, caller INTEGER NOT NULL);\n"                   \
+    "CREATE VIEW IF NOT EXISTS inflight_calls AS SELECT i.seq, i.t_ns, i.tid, a.name AS api,"      \
+    " a.layer, a.role, i.device, (i.depth > 0) AS nested, i.parent_seq, i.ptr, i.size, i.flags,"   \
+    " i.stream, i.arg0, i.arg1, i.arg2, i.arg3, i.arg4, i.arg5, i.arg6, i.arg7, i.caller"          \
+    " FROM inflight i JOIN apis a ON a.api_id = i.api_id;\n"
 
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \
