@@ -179,9 +179,9 @@ void coll_inflight_print(const struct coll_inflight *x, const struct coll_report
         text_print_wrapped(stdout, line, 0);
         for (size_t k = 0; k < s->count; k++) {
             const struct gm_process *p = proc_of(r, s->ranks[k].proc);
-            gm_process_name(name, sizeof(name), p);
-            snprintf(line, sizeof(line), "rank %" PRId64 " (%s): entered %.1f s before the end",
-                     s->ranks[k].call->rank, name,
+            snprintf(line, sizeof(line),
+                     "rank %" PRId64 " (pid %" PRId64 "): entered %.1f s before the end",
+                     s->ranks[k].call->rank, p->pid,
                      (double)gm_sub(gm_process_end_ns(p), s->ranks[k].call->t_ns) / 1e9);
             text_print_wrapped(stdout, line, 2);
         }
@@ -205,10 +205,10 @@ void coll_inflight_print(const struct coll_inflight *x, const struct coll_report
         for (size_t k = 0; k < h->nabsent; k++) {
             const struct coll_member *m = &r->members[h->absent[k]];
             uint32_t proc = r->procs[m->proc].model_proc;
-            gm_process_name(name, sizeof(name), proc_of(r, proc));
             last_seen(what, sizeof(what), r, proc);
-            snprintf(line, sizeof(line), "rank %" PRId64 " (%s) never entered it; last seen: %s",
-                     m->comm->rank, name, what);
+            snprintf(line, sizeof(line),
+                     "rank %" PRId64 " (pid %" PRId64 ") never entered it; last seen: %s",
+                     m->comm->rank, proc_of(r, proc)->pid, what);
             text_print_wrapped(stdout, line, 2);
         }
     }

@@ -36,9 +36,15 @@ static void fold_mark(const struct ct_record *rec, void *arg)
         return;
     sqlite3_stmt *s = f->insert;
     const uint64_t values[] = {
-        rec->seq,    rec->parent_seq, rec->t_ns,   (uint64_t)(int64_t)rec->tid, rec->api,
-        (uint64_t)(int64_t)rec->device,  rec->depth, rec->ptr, rec->size, rec->flags, rec->stream,
-        rec->arg[0], rec->arg[1], rec->arg[2], rec->arg[3], rec->arg[4], rec->arg[5], rec->arg[6],
+        rec->seq,    rec->parent_seq,
+        rec->t_ns,   (uint64_t)(int64_t)rec->tid,
+        rec->api,    (uint64_t)(int64_t)rec->device,
+        rec->depth,  rec->ptr,
+        rec->size,   rec->flags,
+        rec->stream, rec->arg[0],
+        rec->arg[1], rec->arg[2],
+        rec->arg[3], rec->arg[4],
+        rec->arg[5], rec->arg[6],
         rec->arg[7], rec->caller,
     };
     sqlite3_reset(s);

@@ -97,10 +97,10 @@ struct ct_mark {
     uint64_t state;
     struct ct_record rec;
 };
-#define CT_RING_MARKS       64
-#define CT_MARK_FREE        0
-#define CT_MARK_WRITING     1
-#define CT_MARK_STATE(seq)  ((seq) * 2)
+#define CT_RING_MARKS      64
+#define CT_MARK_FREE       0
+#define CT_MARK_WRITING    1
+#define CT_MARK_STATE(seq) ((seq)*2)
 static_assert(sizeof(struct ct_mark) == sizeof(struct ct_slot), "a mark is a slot's size");
 static_assert(__builtin_offsetof(struct ct_record, ret_seq) % 8 == 0, "ret_seq alignment");
 

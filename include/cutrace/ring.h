@@ -114,8 +114,8 @@ void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns);
  * order; returns how many. A mark being taken or freed while it is read is
  * skipped, so this is safe on the ring of a running process too.
  */
-size_t ct_ring_scan_marks(const struct ct_ring *ring,
-                          void (*fn)(const struct ct_record *, void *), void *arg);
+size_t ct_ring_scan_marks(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                          void *arg);
 
 /*
  * Recovery: calls fn for every slot holding a complete record that was never

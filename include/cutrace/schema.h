@@ -167,7 +167,7 @@
     " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
     " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
     " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
-    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL            \
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_SCHEMA_STACKS_SQL              \
         CT_SCHEMA_INFLIGHT_SQL
 
 /*

@@ -327,8 +327,8 @@ void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns)
     __atomic_store_n(&ring->hdr->alive_mono_ns, mono_ns, __ATOMIC_RELAXED);
 }
 
-size_t ct_ring_scan_marks(const struct ct_ring *ring,
-                          void (*fn)(const struct ct_record *, void *), void *arg)
+size_t ct_ring_scan_marks(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                          void *arg)
 {
     size_t found = 0;
     for (unsigned i = 0; ring->marks && i < CT_RING_MARKS; i++) {

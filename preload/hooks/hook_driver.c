@@ -450,6 +450,6 @@ CT_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
 CT_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
     CT_REAL(cuEventSynchronize);
-    CT_TRACE_BLOCKING(CT_API_cuEventSynchronize, CUresult, MISSING,
-                      ev.rec.arg[0] = ct_addr(hEvent), real(hEvent), (void)0);
+    CT_TRACE_BLOCKING(CT_API_cuEventSynchronize, CUresult, MISSING, ev.rec.arg[0] = ct_addr(hEvent),
+                      real(hEvent), (void)0);
 }

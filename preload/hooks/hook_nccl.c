@@ -185,20 +185,21 @@ CT_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *de
     CT_REAL(ncclCommInitAll);
     CT_TRACE_BLOCKING(CT_API_ncclCommInitAll, ncclResult_t, MISSING,
                       ev.rec.arg[1] = (uint64_t)(int64_t)ndev, real(comm, ndev, devlist), {
-        if (rc == ncclSuccess && comm && ev.traced) {
-            /* Ranks of one call share a hash that no other communicator has. */
-            uint64_t hash = fnv1a(FNV_OFFSET, &ev.rec.seq, sizeof ev.rec.seq);
-            hash = fnv1a(hash, &ev.rec.t_ns, sizeof ev.rec.t_ns);
-            ev.rec.arg[3] = hash;
-            for (int i = 0; i < ndev; i++) {
-                struct ct_event member;
-                ct_event_begin_part(&member, CT_API_ncclCommInitAll_comm, CT_CALLER);
-                record_init(&member, ncclSuccess, &comm[i], ndev, i, hash);
-                ct_event_set_device(&member, devlist ? devlist[i] : i);
-                ct_event_end(&member, ncclSuccess);
-            }
-        }
-    });
+                          if (rc == ncclSuccess && comm && ev.traced) {
+                              /* Ranks of one call share a hash that no other communicator has. */
+                              uint64_t hash = fnv1a(FNV_OFFSET, &ev.rec.seq, sizeof ev.rec.seq);
+                              hash = fnv1a(hash, &ev.rec.t_ns, sizeof ev.rec.t_ns);
+                              ev.rec.arg[3] = hash;
+                              for (int i = 0; i < ndev; i++) {
+                                  struct ct_event member;
+                                  ct_event_begin_part(&member, CT_API_ncclCommInitAll_comm,
+                                                      CT_CALLER);
+                                  record_init(&member, ncclSuccess, &comm[i], ndev, i, hash);
+                                  ct_event_set_device(&member, devlist ? devlist[i] : i);
+                                  ct_event_end(&member, ncclSuccess);
+                              }
+                          }
+                      });
 }
 
 /* A split's record before the call: its parent, color, key, and the hash
@@ -228,19 +229,19 @@ CT_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
     CT_TRACE_BLOCKING(
         CT_API_ncclCommSplit, ncclResult_t, MISSING, record_split_args(&ev, comm, color, key, hash),
         real(comm, color, key, newcomm, config), {
-        int nranks = -1, rank = -1;
-        if (rc == ncclSuccess && newcomm && *newcomm) {
-            __typeof__(&ncclCommCount) count =
-                (__typeof__(&ncclCommCount))ct_resolve(CT_LIB_NCCL, "ncclCommCount");
-            __typeof__(&ncclCommUserRank) user_rank =
-                (__typeof__(&ncclCommUserRank))ct_resolve(CT_LIB_NCCL, "ncclCommUserRank");
-            if (count && count(*newcomm, &nranks) != ncclSuccess)
-                nranks = -1;
-            if (user_rank && user_rank(*newcomm, &rank) != ncclSuccess)
-                rank = -1;
-        }
-        record_init(&ev, rc, newcomm, nranks, rank, hash);
-    });
+            int nranks = -1, rank = -1;
+            if (rc == ncclSuccess && newcomm && *newcomm) {
+                __typeof__(&ncclCommCount) count =
+                    (__typeof__(&ncclCommCount))ct_resolve(CT_LIB_NCCL, "ncclCommCount");
+                __typeof__(&ncclCommUserRank) user_rank =
+                    (__typeof__(&ncclCommUserRank))ct_resolve(CT_LIB_NCCL, "ncclCommUserRank");
+                if (count && count(*newcomm, &nranks) != ncclSuccess)
+                    nranks = -1;
+                if (user_rank && user_rank(*newcomm, &rank) != ncclSuccess)
+                    rank = -1;
+            }
+            record_init(&ev, rc, newcomm, nranks, rank, hash);
+        });
 }
 
 static ncclResult_t end_comm(const void *caller, enum ct_api api, ncclResult_t (*real)(ncclComm_t),
@@ -248,9 +249,9 @@ static ncclResult_t end_comm(const void *caller, enum ct_api api, ncclResult_t (
 {
     CT_TRACE_BLOCKING_AS(caller, api, ncclResult_t, MISSING, ev.rec.arg[0] = ct_addr(comm),
                          real(comm), {
-        if (rc == ncclSuccess && forget)
-            forget_comm(ct_addr(comm));
-    });
+                             if (rc == ncclSuccess && forget)
+                                 forget_comm(ct_addr(comm));
+                         });
 }
 
 CT_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -333,7 +334,10 @@ CT_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
                                      cudaStream_t stream)
 {
     CT_REAL(ncclAllReduce);
-    CT_TRACE_BLOCKING(CT_API_ncclAllReduce, ncclResult_t, MISSING, record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, -1, comm, stream)), real(sendbuff, recvbuff, count, datatype, op, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclAllReduce, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, -1, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, op, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -341,15 +345,20 @@ CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_
                                      cudaStream_t stream)
 {
     CT_REAL(ncclBroadcast);
-    CT_TRACE_BLOCKING(CT_API_ncclBroadcast, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)), real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclBroadcast, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                  ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclBcast);
-    CT_TRACE_BLOCKING(CT_API_ncclBcast, ncclResult_t, MISSING, record_transfer(&ev, TRANSFER(buff, buff, count, datatype, -1, root, comm, stream)), real(buff, count, datatype, root, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclBcast, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(buff, buff, count, datatype, -1, root, comm, stream)),
+        real(buff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -357,16 +366,20 @@ CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t c
                                   ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclReduce);
-    CT_TRACE_BLOCKING(CT_API_ncclReduce, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, root, comm, stream)), real(sendbuff, recvbuff, count, datatype, op, root, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclReduce, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, op, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclAllGather);
-    CT_TRACE_BLOCKING(CT_API_ncclAllGather, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream)), real(sendbuff, recvbuff, sendcount, datatype, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(CT_API_ncclAllGather, ncclResult_t, MISSING,
+                      record_transfer(&ev, TRANSFER(sendbuff, recvbuff, sendcount, datatype, -1, -1,
+                                                    comm, stream)),
+                      real(sendbuff, recvbuff, sendcount, datatype, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -374,15 +387,20 @@ CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, s
                                          cudaStream_t stream)
 {
     CT_REAL(ncclReduceScatter);
-    CT_TRACE_BLOCKING(CT_API_ncclReduceScatter, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream)), real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(CT_API_ncclReduceScatter, ncclResult_t, MISSING,
+                      record_transfer(&ev, TRANSFER(sendbuff, recvbuff, recvcount, datatype, op, -1,
+                                                    comm, stream)),
+                      real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclAlltoAll);
-    CT_TRACE_BLOCKING(CT_API_ncclAlltoAll, ncclResult_t, MISSING, record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, -1, comm, stream)), real(sendbuff, recvbuff, count, datatype, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclAlltoAll, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, -1, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
@@ -390,8 +408,10 @@ CT_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t c
                                   cudaStream_t stream)
 {
     CT_REAL(ncclGather);
-    CT_TRACE_BLOCKING(CT_API_ncclGather, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)), real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclGather, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
@@ -399,22 +419,30 @@ CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t 
                                    cudaStream_t stream)
 {
     CT_REAL(ncclScatter);
-    CT_TRACE_BLOCKING(CT_API_ncclScatter, ncclResult_t, MISSING, record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)), real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclScatter, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                 int peer, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclSend);
-    CT_TRACE_BLOCKING(CT_API_ncclSend, ncclResult_t, MISSING, record_transfer(&ev, TRANSFER(sendbuff, NULL, count, datatype, -1, peer, comm, stream)), real(sendbuff, count, datatype, peer, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclSend, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, NULL, count, datatype, -1, peer, comm, stream)),
+        real(sendbuff, count, datatype, peer, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                 ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclRecv);
-    CT_TRACE_BLOCKING(CT_API_ncclRecv, ncclResult_t, MISSING, record_transfer(&ev, TRANSFER(NULL, recvbuff, count, datatype, -1, peer, comm, stream)), real(recvbuff, count, datatype, peer, comm, stream), (void)0);
+    CT_TRACE_BLOCKING(
+        CT_API_ncclRecv, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(NULL, recvbuff, count, datatype, -1, peer, comm, stream)),
+        real(recvbuff, count, datatype, peer, comm, stream), (void)0);
 }
 
 /* ---- groups ------------------------------------------------------------------ */
@@ -438,10 +466,10 @@ CT_EXPORT ncclResult_t ncclGroupEnd(void)
     CT_REAL(ncclGroupEnd);
     CT_TRACE_BLOCKING(CT_API_ncclGroupEnd, ncclResult_t, MISSING,
                       ev.rec.arg[6] = (uint64_t)group_depth, real(), {
-        /* NCCL closes the group even when launching its operations failed. */
-        if (group_depth > 0 && rc != ncclInvalidUsage)
-            group_depth--;
-    });
+                          /* NCCL closes the group even when launching its operations failed. */
+                          if (group_depth > 0 && rc != ncclInvalidUsage)
+                              group_depth--;
+                      });
 }
 
 /* ---- NCCL's own memory and registrations -------------------------------------- */

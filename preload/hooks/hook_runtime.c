@@ -357,8 +357,7 @@ CT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, 
 CT_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
     CT_REAL(cudaDeviceSynchronize);
-    CT_TRACE_BLOCKING(CT_API_cudaDeviceSynchronize, cudaError_t, MISSING, (void)0, real(),
-                      (void)0);
+    CT_TRACE_BLOCKING(CT_API_cudaDeviceSynchronize, cudaError_t, MISSING, (void)0, real(), (void)0);
 }
 
 static cudaError_t stream_synchronize(const void *caller, enum ct_api api,

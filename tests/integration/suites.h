@@ -17,6 +17,7 @@
  * (frees across threads, signal handlers' calls).
  * stacks (native and Python call stacks, `cutrace sites`) and fds (the
  * program's descriptor table left to it).
+ * entered (ranks killed inside blocking NCCL calls: calls that never returned).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -39,5 +40,6 @@ Suite *startfinish_suite(void);
 Suite *hotpath_suite(void);
 Suite *order_suite(void);
 Suite *fds_suite(void);
+Suite *entered_suite(void);
 
 #endif
