@@ -648,11 +648,6 @@ static void print_json(const struct listing *ls)
     json_array_end(&w);
     json_key(&w, "problems");
     json_problems(&w, r->problems, r->nproblems, ls);
-    struct coll_inflight inflight;
-    coll_inflight_build(&inflight, r);
-    json_key(&w, "in_flight");
-    coll_inflight_json(&w, &inflight, r);
-    coll_inflight_free(&inflight);
     json_key(&w, "totals");
     json_object_begin(&w);
     json_kv_uint(&w, "processes", r->nprocs);
@@ -664,6 +659,12 @@ static void print_json(const struct listing *ls)
     json_kv_int(&w, "unattributed_calls", r->unattributed_calls);
     json_kv_uint(&w, "problems", r->total_problems);
     json_object_end(&w);
+    /* After the totals, where the keys of older reports end. */
+    struct coll_inflight inflight;
+    coll_inflight_build(&inflight, r);
+    json_key(&w, "in_flight");
+    coll_inflight_json(&w, &inflight, r);
+    coll_inflight_free(&inflight);
     json_object_end(&w);
     json_finish(&w);
 }

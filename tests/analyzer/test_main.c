@@ -21,6 +21,7 @@ Suite *model_views_suite(void);     /* test_model_views.c */
 Suite *progress_suite(void);        /* test_progress.c */
 Suite *model_ipcstacks_suite(void); /* test_model_ipcstacks.c */
 Suite *ls_suite(void);              /* test_ls.c */
+Suite *inflight_suite(void);        /* test_inflight.c */
 
 int main(void)
 {
@@ -51,6 +52,7 @@ int main(void)
     srunner_add_suite(runner, progress_suite());
     srunner_add_suite(runner, model_ipcstacks_suite());
     srunner_add_suite(runner, ls_suite());
+    srunner_add_suite(runner, inflight_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
