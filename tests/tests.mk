@@ -125,16 +125,16 @@ $(BUILD)/progs/libsig_window.so: tests/progs/sig_window.c
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
-$(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \
-                               $(BUILD)/fake/libnccl.so.2
+$(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c tests/progs/share_id.h \
+                               $(BUILD)/fake/libcudart.so.12 $(BUILD)/fake/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl
 
 # Ranks that hang in NCCL calls, killed there (test_entered.c).
-$(BUILD)/progs/hang_ranks: tests/progs/hang_ranks.c $(BUILD)/fake/libcudart.so.12 \
-                           $(BUILD)/fake/libnccl.so.2
+$(BUILD)/progs/hang_ranks: tests/progs/hang_ranks.c tests/progs/share_id.h \
+                           $(BUILD)/fake/libcudart.so.12 $(BUILD)/fake/libnccl.so.2
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl -lpthread
 
 $(BUILD)/progs/libcuda_helper.so: tests/progs/cuda_helper.c $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)

@@ -88,12 +88,15 @@ static void find_absent(struct coll_hang *h, const struct coll_report *r)
     }
 }
 
-void coll_inflight_build(struct coll_inflight *x, const struct coll_report *r)
+void coll_inflight_build(struct coll_inflight *x, const struct coll_report *r,
+                         const struct gm_filter *f)
 {
     memset(x, 0, sizeof(*x));
     if (!r->has_model)
         return;
     for (uint32_t pi = 0; pi < r->model.nprocs; pi++) {
+        if (f && !gm_filter_proc(f, pi))
+            continue;
         const struct gm_process *p = proc_of(r, pi);
         const struct gm_inflight *stuck = gm_stuck_call(p);
         if (stuck) {
@@ -226,10 +229,11 @@ void coll_inflight_json(struct json_writer *w, const struct coll_inflight *x,
     json_object_begin(w);
     json_key(w, "calls");
     json_array_begin(w);
-    for (uint32_t pi = 0; r->has_model && pi < r->model.nprocs; pi++) {
-        const struct gm_process *p = proc_of(r, pi);
+    /* Every call in flight of the listed processes (those with one are in stuck). */
+    for (size_t s = 0; s < x->nstuck; s++) {
+        const struct gm_process *p = proc_of(r, x->stuck[s].proc);
         for (size_t i = 0; i < p->ninflight; i++)
-            json_call(w, r, pi, &p->inflight[i]);
+            json_call(w, r, x->stuck[s].proc, &p->inflight[i]);
     }
     json_array_end(w);
     json_key(w, "unfinished_inits");

@@ -10,6 +10,7 @@
 #define CUTRACE_ANALYZER_COLL_INFLIGHT_H
 
 #include "analysis/coll_report.h"
+#include "model/filter.h"
 #include "out/json.h"
 
 #include <stdbool.h>
@@ -43,7 +44,7 @@ struct coll_hang {
 };
 
 struct coll_inflight {
-    struct coll_inside *stuck; /* each process with a call in flight: its gm_stuck_call */
+    struct coll_inside *stuck; /* each listed process with a call in flight: gm_stuck_call */
     size_t nstuck, stuck_cap;
     struct coll_stuck_init *inits;
     size_t ninits, inits_cap;
@@ -51,8 +52,11 @@ struct coll_inflight {
     size_t nhangs, hangs_cap;
 };
 
-/* Built from a complete report (its model and groups). */
-void coll_inflight_build(struct coll_inflight *x, const struct coll_report *r);
+/* Built from a complete report (its model and groups), for the processes
+ * filter f lists (NULL: all); a member that never entered a call is named
+ * whatever the filter, since it is what the listed ranks wait for. */
+void coll_inflight_build(struct coll_inflight *x, const struct coll_report *r,
+                         const struct gm_filter *f);
 void coll_inflight_free(struct coll_inflight *x);
 /* Whether there is anything to say. */
 bool coll_inflight_any(const struct coll_inflight *x);

@@ -73,6 +73,7 @@ struct listing {
     bool filtered;
     bool *proc, *member, *group;
     size_t problems; /* the problems the report lists: what --fail-on-problem counts */
+    struct coll_inflight inflight; /* the listed processes' calls that never returned */
 };
 
 static bool dir_problem_listed(const struct listing *ls, const struct coll_problem *p)
@@ -113,6 +114,7 @@ static void listing_init(struct listing *ls, const struct coll_report *r, const 
     for (size_t i = 0; i < r->nproblems; i++)
         ls->problems += dir_problem_listed(ls, &r->problems[i]);
     assert(ls->filtered || ls->problems == r->total_problems);
+    coll_inflight_build(&ls->inflight, r, f);
 }
 
 static void listing_free(struct listing *ls)
@@ -120,6 +122,7 @@ static void listing_free(struct listing *ls)
     free(ls->proc);
     free(ls->member);
     free(ls->group);
+    coll_inflight_free(&ls->inflight);
 }
 
 /* A rank of g that a listed member holds. */
@@ -326,10 +329,8 @@ static void print_text(const struct listing *ls)
 {
     const struct coll_report *r = ls->r;
     char version[32], suffix[160];
-    struct coll_inflight inflight;
-    coll_inflight_build(&inflight, r);
     bool none = r->ngroups == 0 && r->collective_calls == 0 && r->p2p_calls == 0 &&
-                !coll_inflight_any(&inflight);
+                !coll_inflight_any(&ls->inflight);
     int64_t v = coll_common_version(r);
     if (none)
         snprintf(suffix, sizeof(suffix), ": no NCCL communicators or calls in %zu process%s",
@@ -346,10 +347,8 @@ static void print_text(const struct listing *ls)
     printf("%s", prefix);
     text_print(stdout, r->path, room, 0);
     printf("%s\n", suffix);
-    if (none) {
-        coll_inflight_free(&inflight);
+    if (none)
         return;
-    }
     printf("  calls      %" PRId64 " collective, %" PRId64 " point-to-point (%" PRId64 " failed)\n",
            r->collective_calls, r->p2p_calls, r->failed_calls);
     if (r->total_problems == 0)
@@ -368,8 +367,7 @@ static void print_text(const struct listing *ls)
             if (dir_problem_listed(ls, &r->problems[i]))
                 print_problems(&r->problems[i], 1, 2);
     }
-    coll_inflight_print(&inflight, r);
-    coll_inflight_free(&inflight);
+    coll_inflight_print(&ls->inflight, r);
     bool any_calls = false;
     for (size_t gi = 0; gi < r->ngroups; gi++) {
         if (!ls->group[gi])
@@ -660,11 +658,8 @@ static void print_json(const struct listing *ls)
     json_kv_uint(&w, "problems", r->total_problems);
     json_object_end(&w);
     /* After the totals, where the keys of older reports end. */
-    struct coll_inflight inflight;
-    coll_inflight_build(&inflight, r);
     json_key(&w, "in_flight");
-    coll_inflight_json(&w, &inflight, r);
-    coll_inflight_free(&inflight);
+    coll_inflight_json(&w, &ls->inflight, r);
     json_object_end(&w);
     json_finish(&w);
 }
@@ -907,11 +902,8 @@ int cmd_collectives(int argc, char **argv)
             else
                 print_text(&ls);
             /* A call that never returned is a problem too: the run hung or died in it. */
-            struct coll_inflight inflight;
-            coll_inflight_build(&inflight, &report);
-            if (o.fail_on_problem && (ls.problems > 0 || coll_inflight_any(&inflight)))
+            if (o.fail_on_problem && (ls.problems > 0 || coll_inflight_any(&ls.inflight)))
                 status = CLI_EXIT_PROBLEM;
-            coll_inflight_free(&inflight);
             listing_free(&ls);
             if (fflush(stdout) != 0 || ferror(stdout)) {
                 cli_error(NULL, "cannot write the report to standard output");

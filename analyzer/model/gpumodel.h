@@ -381,8 +381,9 @@ int64_t gm_process_end_ns(const struct gm_process *p);
  * first top-level one, else its first; NULL when it has none. */
 const struct gm_inflight *gm_stuck_call(const struct gm_process *p);
 /* "died inside ncclCommInitRank, entered 41.3 s before the end" (a live
- * process: "inside ..., entered ... before its last heartbeat, still
- * running"). Returns buf. */
+ * process: "inside ..., entered ... before its last heartbeat (still
+ * running)"; one that exited while a thread was inside: "still inside ...
+ * when it ended (exit), ..."). Returns buf. */
 char *gm_inflight_text(char *buf, size_t size, const struct gm_model *m, const struct gm_process *p,
                        const struct gm_inflight *c);
 

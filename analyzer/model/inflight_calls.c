@@ -221,6 +221,9 @@ char *gm_inflight_text(char *buf, size_t size, const struct gm_model *m, const s
     if (c->live)
         snprintf(buf, size, "inside %s%s, entered %.1f s before its last heartbeat (still running)",
                  gm_api_name(m, c->api), nth, before);
+    else if (p->exited)
+        snprintf(buf, size, "still inside %s%s when it ended (%s), entered %.1f s before the end",
+                 gm_api_name(m, c->api), nth, p->end_state, before);
     else
         snprintf(buf, size, "died inside %s%s, entered %.1f s before the end",
                  gm_api_name(m, c->api), nth, before);

@@ -106,6 +106,8 @@ uint64_t ct_ring_committed(const struct ct_ring *ring);
  */
 struct ct_mark *ct_ring_mark_enter(struct ct_ring *ring, const struct ct_record *rec);
 void ct_ring_mark_leave(struct ct_mark *mark);
+/* How many marks are taken now: calls in flight (0 for a ring without marks). */
+unsigned ct_ring_marks_taken(const struct ct_ring *ring);
 /* The writer's heartbeat (struct ct_ring_header.alive_mono_ns). */
 void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns);
 

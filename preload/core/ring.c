@@ -322,6 +322,14 @@ void ct_ring_mark_leave(struct ct_mark *mark)
     __atomic_store_n(&mark->state, CT_MARK_FREE, __ATOMIC_RELEASE);
 }
 
+unsigned ct_ring_marks_taken(const struct ct_ring *ring)
+{
+    unsigned taken = 0;
+    for (unsigned i = 0; ring->marks && i < CT_RING_MARKS; i++)
+        taken += __atomic_load_n(&ring->marks[i].state, __ATOMIC_ACQUIRE) != CT_MARK_FREE;
+    return taken;
+}
+
 void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns)
 {
     __atomic_store_n(&ring->hdr->alive_mono_ns, mono_ns, __ATOMIC_RELAXED);

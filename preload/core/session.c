@@ -657,8 +657,12 @@ static void finish(const char *end_state, bool next_traced)
     }
     if (hand_over)
         return;
-    /* Everything is in the database; records made from now on are flushed one by one. */
-    if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE))
+    /* Everything is in the database; records made from now on are flushed one by one.
+     * A thread still inside a blocking call keeps the ring: its mark is how
+     * the trace learns (from `cutrace recover`, once this process is gone)
+     * which call it never returned from. */
+    if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE) &&
+        ct_ring_marks_taken(&S.ring) == 0)
         ct_tracefile_remove(S.ring_path);
     __atomic_store_n(&S.finished, 1, __ATOMIC_RELEASE);
 }

@@ -8,13 +8,19 @@
  * The n-th call (1 = the first; no @n: every call) of the function `name`
  * in the process sleeps until the process is killed. Included by each fake
  * library, which marks its blocking points with FAKE_BLOCK_POINT(name).
+ * With CUTRACE_FAKE_BLOCK_NOTE=path, a call that blocks first appends
+ * "<pid> <name>" and a newline to that file, so a test (or the program)
+ * knows it is inside without guessing how long to wait.
  */
 #ifndef CUTRACE_FAKE_BLOCK_H
 #define CUTRACE_FAKE_BLOCK_H
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Whether CUTRACE_FAKE_BLOCK asks the nth call of `name` to block. */
 static inline int fake_block_wanted(const char *name, unsigned long nth)
@@ -35,8 +41,17 @@ static inline int fake_block_wanted(const char *name, unsigned long nth)
     return 0;
 }
 
-static inline void fake_block_forever(void)
+static inline void fake_block_forever(const char *name)
 {
+    const char *note = getenv("CUTRACE_FAKE_BLOCK_NOTE");
+    int fd = note ? open(note, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
+    if (fd >= 0) {
+        char line[160];
+        int n = snprintf(line, sizeof line, "%d %s\n", (int)getpid(), name);
+        if (n > 0 && write(fd, line, (size_t)n) < 0)
+            n = 0; /* a note that cannot be written: the call blocks all the same */
+        close(fd);
+    }
     for (;;) {
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
@@ -68,7 +83,7 @@ static inline void FAKE_BLOCK_POINT(const char *name)
         if (strcmp(seen, name) != 0)
             continue;
         if (fake_block_wanted(name, __atomic_add_fetch(&calls[i], 1, __ATOMIC_RELAXED)))
-            fake_block_forever();
+            fake_block_forever(name);
         return;
     }
 }

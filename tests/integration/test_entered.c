@@ -161,6 +161,41 @@ START_TEST(seven_ranks_in_allreduce_one_never_entered)
 }
 END_TEST
 
+/* A process that exits while another of its threads is inside a blocking
+ * call keeps its ring, and the trace learns the call from it. */
+START_TEST(exit_while_a_thread_is_inside)
+{
+    struct world w;
+    world_init(&w);
+    char note[4096], pidfile[4096], env[4200];
+    snprintf(note, sizeof note, "%s/blocked", w.root);
+    snprintf(pidfile, sizeof pidfile, "%s/pids", w.root);
+    snprintf(env, sizeof env, "CUTRACE_FAKE_BLOCK_NOTE=%s", note);
+    w.extra_env[0] = "CUTRACE_FAKE_BLOCK=cudaStreamSynchronize";
+    w.extra_env[1] = env;
+    const char *argv[] = {build_path("progs/hang_ranks"), "exit", "1", pidfile, NULL};
+    struct run r = run_prog(&w, true, argv, 120);
+    ck_assert_msg(r.status == 0, "hang_ranks exit: %s", r.err);
+    run_free(&r);
+
+    r = cutrace2(&w, "timeline", "");
+    ck_assert_msg(
+        strstr(r.out, "still inside cudaStreamSynchronize when it ended (exit), entered "), "%s",
+        r.out);
+    run_free(&r);
+    char **files;
+    size_t n = list_traces(&w, &files);
+    ck_assert_uint_eq(n, 1);
+    sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    ck_assert_str_eq(tsql_text(db, "SELECT value FROM meta WHERE key = 'end_state'"), "exit");
+    ck_assert_str_eq(tsql_text(db, "SELECT api FROM inflight_calls WHERE nested = 0"),
+                     "cudaStreamSynchronize");
+    sqlite3_close(db);
+    free_list(files, n);
+    world_free(&w);
+}
+END_TEST
+
 Suite *entered_suite(void)
 {
     Suite *s = suite_create("entered");
@@ -168,6 +203,7 @@ Suite *entered_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, eight_ranks_killed_in_init);
     tcase_add_test(tc, seven_ranks_in_allreduce_one_never_entered);
+    tcase_add_test(tc, exit_while_a_thread_is_inside);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,11 +13,19 @@
  *     CUTRACE_FAKE_BLOCK=ncclAllReduce@3,cudaStreamSynchronize@3: the others
  *     wait inside allreduce #3, it inside its third synchronisation).
  *
+ *   hang_ranks exit 1 PIDFILE
+ *     one process whose second thread waits inside cudaStreamSynchronize
+ *     (run with CUTRACE_FAKE_BLOCK=cudaStreamSynchronize and
+ *     CUTRACE_FAKE_BLOCK_NOTE=FILE) while its main thread exits, once FILE
+ *     says the other is inside.
+ *
  * The parent writes every rank's pid to PIDFILE, one a line, then waits
  * for them (for ever, unless they are killed).
  */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,32 +33,28 @@
 #include <time.h>
 #include <unistd.h>
 
-static char id_path[4096];
+#include "share_id.h"
 
-static int share_id(int rank, ncclUniqueId *id)
+static void *synchronize(void *arg)
 {
-    char tmp[4200];
-    if (rank == 0) {
-        if (ncclGetUniqueId(id) != ncclSuccess)
-            return -1;
-        snprintf(tmp, sizeof tmp, "%s.tmp", id_path);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0)
-            return -1;
-        return rename(tmp, id_path);
-    }
-    for (int i = 0; i < 4000; i++) {
-        FILE *f = fopen(id_path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1)
-                return 0;
-        }
-        struct timespec ts = {0, 5 * 1000 * 1000};
+    (void)arg;
+    cudaStreamSynchronize(NULL); /* never returns */
+    return NULL;
+}
+
+/* Exits while another thread is inside a blocking call. */
+static int exit_while_inside(void)
+{
+    const char *note = getenv("CUTRACE_FAKE_BLOCK_NOTE");
+    pthread_t t;
+    if (!note || pthread_create(&t, NULL, synchronize, NULL) != 0)
+        return 1;
+    struct stat st;
+    for (int i = 0; i < 60000 && (stat(note, &st) != 0 || st.st_size == 0); i++) {
+        struct timespec ts = {0, 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    return -1;
+    exit(0);
 }
 
 static int run_rank(const char *mode, int rank, int nranks, int skip_rank)
@@ -58,8 +62,11 @@ static int run_rank(const char *mode, int rank, int nranks, int skip_rank)
     ncclUniqueId id;
     ncclComm_t comm;
     void *buf;
-    if (cudaSetDevice(rank) != cudaSuccess || cudaMalloc(&buf, 1 << 20) != cudaSuccess ||
-        share_id(rank, &id) != 0)
+    if (cudaSetDevice(rank) != cudaSuccess || cudaMalloc(&buf, 1 << 20) != cudaSuccess)
+        return 1;
+    if (strcmp(mode, "exit") == 0)
+        return exit_while_inside();
+    if (share_id(rank, &id) != 0)
         return 1;
     if (strcmp(mode, "init") == 0) {
         ncclCommInitRank(&comm, nranks + 1, id, rank); /* never returns */
