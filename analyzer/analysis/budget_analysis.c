@@ -75,7 +75,42 @@ static bool cmdline_value(const char *cmdline, const char *flag, double *out)
     return false;
 }
 
-/* F or U from the traced command lines, when not given. */
+/* Whose line gm_launch_line(m, p, i) is: "own", "launcher" or "run", and the pid. */
+static const char *line_owner(const struct gm_process *p, size_t i, int64_t *pid)
+{
+    if (i == 0) {
+        *pid = p->pid;
+        return "own";
+    }
+    if (i <= p->nancestors) {
+        *pid = p->ancestors[i - 1].pid;
+        return "launcher";
+    }
+    *pid = 0;
+    return "run";
+}
+
+static char *owner_text(const char *owner, int64_t pid, char *buf, size_t size)
+{
+    if (strcmp(owner, "own") == 0)
+        snprintf(buf, size, "the command line of pid %" PRId64, pid);
+    else if (strcmp(owner, "launcher") == 0)
+        snprintf(buf, size, "launcher pid %" PRId64 "'s command line", pid);
+    else
+        snprintf(buf, size, "the command cutrace run launched");
+    return buf;
+}
+
+char *budget_source_text(const struct budget_options *o, char *buf, size_t size)
+{
+    return owner_text(o->source_process ? o->source_process : "own", o->source_pid, buf, size);
+}
+
+/*
+ * F or U from the command lines whose flags hold for each process
+ * (gm_launch_line: its own, its launcher's, the run's), when not given. A
+ * spawned worker's own line says nothing; its launcher's does.
+ */
 void budget_values_from_cmdlines(struct budget_analysis *r)
 {
     const struct gm_model *m = r->m;
@@ -88,18 +123,28 @@ void budget_values_from_cmdlines(struct budget_analysis *r)
     if (*has)
         return;
     for (size_t i = 0; i < m->nprocs; i++) {
-        double v;
-        if (!cmdline_value(m->procs[i].cmdline, flag, &v))
+        const struct gm_process *p = &m->procs[i];
+        const char *line;
+        double v = 0;
+        size_t k = 0;
+        while ((line = gm_launch_line(m, p, k)) != NULL && !cmdline_value(line, flag, &v))
+            k++;
+        if (!line)
             continue;
+        int64_t pid;
+        const char *owner = line_owner(p, k, &pid);
         if (!*has) {
             *has = true;
             *value = v;
             *source = "cmdline";
-            o->source_pid = m->procs[i].pid;
+            o->source_pid = pid;
+            o->source_process = owner;
         } else if (v != *value) {
-            budget_add_note(r, xasprintf("pid %" PRId64 " was started with %s %g, pid %" PRId64
-                                         " with %g: using %g",
-                                         m->procs[i].pid, flag, v, o->source_pid, *value, *value));
+            char first[96], other[96];
+            budget_add_note(r,
+                            xasprintf("%s says %s %g, %s %g: using %g",
+                                      owner_text(owner, pid, other, sizeof(other)), flag, v,
+                                      budget_source_text(o, first, sizeof(first)), *value, *value));
         }
     }
     if (!*has && o->framework == BUDGET_VLLM) {

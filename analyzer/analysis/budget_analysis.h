@@ -24,7 +24,12 @@ struct budget_options {
     bool has_fraction, has_util, has_pre;
     double fraction, util; /* F and U */
     const char *fraction_source, *util_source;
+    /* For a value from a command line ("cmdline"): whose line it was.
+     * source_process is "own" (a traced process's), "launcher" (an ancestor
+     * of one, as the trace recorded it: source_pid is the ancestor's) or
+     * "run" (the command `cutrace run` launched; source_pid 0). */
     int64_t source_pid;
+    const char *source_process;
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
     bool json;
@@ -158,6 +163,10 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
 /* F or U from the traced command lines, when the options do not give it;
  * vLLM falls back on its default U. */
 void budget_values_from_cmdlines(struct budget_analysis *r);
+/* Where a value from a command line came from, for a report: "the command
+ * line of pid 17", "launcher pid 4242's command line", "the command cutrace
+ * run launched". Returns buf. */
+char *budget_source_text(const struct budget_options *o, char *buf, size_t size);
 
 /*
  * Finds the ranks and jobs of r->m and analyses each (r->m and r->o set,

@@ -194,6 +194,11 @@ struct diff_comm {
 struct diff_count {
     char *text;
     size_t count;
+    /* For a command line: the further lines whose flags hold for its
+     * processes (gm_launch_line: the launcher's and its ancestors', parent
+     * first, then the run's), where a spawned worker's flags are. */
+    char **launched_by;
+    size_t nlaunched_by;
 };
 
 /* A recorded environment variable: its values over a run's processes. */

@@ -24,18 +24,39 @@ static int compare_counts(const void *x, const void *y)
     return strcmp(a->text, b->text);
 }
 
+/* Whether process p's launch lines (own, then the rest) are those of c. */
+static bool same_launch(const struct gm_model *m, const struct gm_process *p,
+                        const struct diff_count *c)
+{
+    if (strcmp(gm_launch_line(m, p, 0), c->text) != 0)
+        return false;
+    size_t i = 0;
+    for (const char *line; (line = gm_launch_line(m, p, i + 1)) != NULL; i++)
+        if (i == c->nlaunched_by || strcmp(line, c->launched_by[i]) != 0)
+            return false;
+    return i == c->nlaunched_by;
+}
+
+/* The distinct command lines of a run, each with the lines its processes
+ * were launched by: a worker's flags may be only on its launcher's. */
 void diff_build_cmdlines(struct diff_run *r)
 {
     const struct gm_model *m = &r->m;
     size_t cap = 0;
     for (size_t pi = 0; pi < m->nprocs; pi++) {
-        const char *text = m->procs[pi].cmdline;
+        const struct gm_process *p = &m->procs[pi];
         size_t i = 0;
-        while (i < r->ncmdlines && strcmp(r->cmdlines[i].text, text) != 0)
+        while (i < r->ncmdlines && !same_launch(m, p, &r->cmdlines[i]))
             i++;
         if (i == r->ncmdlines) {
             r->cmdlines = xgrow(r->cmdlines, &cap, r->ncmdlines + 1, sizeof(*r->cmdlines));
-            r->cmdlines[r->ncmdlines++] = (struct diff_count){xstrdup(text), 0};
+            struct diff_count *c = &r->cmdlines[r->ncmdlines++];
+            *c = (struct diff_count){.text = xstrdup(p->cmdline)};
+            size_t lcap = 0;
+            for (const char *line; (line = gm_launch_line(m, p, c->nlaunched_by + 1)) != NULL;) {
+                c->launched_by = xgrow(c->launched_by, &lcap, c->nlaunched_by + 1, sizeof(char *));
+                c->launched_by[c->nlaunched_by++] = xstrdup(line);
+            }
         }
         r->cmdlines[i].count++;
     }
@@ -124,13 +145,12 @@ int diff_build_env(struct diff_run *r)
     return rc;
 }
 
-/* A command line's words, split at blanks outside quotes (quotes kept);
- * an option and the value after it are one word ("--tp 4"), so that a
- * changed value reads as the option that changed. */
-static char **split_words(const char *text, size_t *count)
+/* A command line's words appended to words[0..n), split at blanks outside
+ * quotes (quotes kept); an option and the value after it are one word
+ * ("--tp 4"), so that a changed value reads as the option that changed. */
+static char **split_words_onto(char **words, size_t n, const char *text, size_t *count)
 {
-    char **words = NULL;
-    size_t n = 0, cap = 0;
+    size_t cap = n, first = n;
     const char *p = text;
     while (*p && n < MAX_CMD_WORDS) {
         while (*p == ' ' || *p == '\t')
@@ -148,8 +168,8 @@ static char **split_words(const char *text, size_t *count)
         words = xgrow(words, &cap, n + 1, sizeof(*words));
         words[n++] = xstrndup(start, (size_t)(p - start));
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t k = first;
+    for (size_t i = first; i < n; i++) {
         bool option = words[i][0] == '-' && words[i][1] && !strchr(words[i], '=');
         if (option && i + 1 < n && words[i + 1][0] != '-') {
             char *joined = xasprintf("%s %s", words[i], words[i + 1]);
@@ -165,6 +185,20 @@ static char **split_words(const char *text, size_t *count)
     return words;
 }
 
+/* The words of a command line and of every line it was launched by, in
+ * order: a flag that moved from a worker's line to its launcher's is the
+ * same word in the same place. */
+static char **launch_words(const struct diff_count *c, size_t *count)
+{
+    *count = 0;
+    if (!c)
+        return NULL;
+    char **words = split_words_onto(NULL, 0, c->text, count);
+    for (size_t i = 0; i < c->nlaunched_by; i++)
+        words = split_words_onto(words, *count, c->launched_by[i], count);
+    return words;
+}
+
 void diff_free_words(char **words, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -172,11 +206,12 @@ void diff_free_words(char **words, size_t n)
     free(words);
 }
 
-/* The words of B's command line that A's lacks and back, by LCS. */
-static void diff_words(struct diff *d, const char *a_text, const char *b_text)
+/* The words of B's command lines that A's lack and back, by LCS. */
+static void diff_words(struct diff *d, const struct diff_count *a_line,
+                       const struct diff_count *b_line)
 {
     size_t na, nb;
-    char **a = split_words(a_text, &na), **b = split_words(b_text, &nb);
+    char **a = launch_words(a_line, &na), **b = launch_words(b_line, &nb);
     /* lcs[i][j]: LCS of a[i..] and b[j..] */
     size_t w = nb + 1;
     uint16_t *lcs = xcalloc((na + 1) * w, sizeof(*lcs));
@@ -204,6 +239,16 @@ static void diff_words(struct diff *d, const char *a_text, const char *b_text)
     diff_free_words(b, nb);
 }
 
+static bool same_lines(const struct diff_count *a, const struct diff_count *b)
+{
+    if (strcmp(a->text, b->text) != 0 || a->nlaunched_by != b->nlaunched_by)
+        return false;
+    for (size_t i = 0; i < a->nlaunched_by; i++)
+        if (strcmp(a->launched_by[i], b->launched_by[i]) != 0)
+            return false;
+    return true;
+}
+
 void diff_compare_config(struct diff *d)
 {
     const struct diff_run *A = &d->run[DIFF_A], *B = &d->run[DIFF_B];
@@ -211,13 +256,12 @@ void diff_compare_config(struct diff *d)
     for (size_t i = 0; same && i < A->ncmdlines; i++) {
         bool found = false;
         for (size_t k = 0; k < B->ncmdlines && !found; k++)
-            found = strcmp(A->cmdlines[i].text, B->cmdlines[k].text) == 0;
+            found = same_lines(&A->cmdlines[i], &B->cmdlines[k]);
         same = found;
     }
     if (!same) {
         d->differences |= 1u << DIFF_D_CMDLINE;
-        diff_words(d, A->ncmdlines ? A->cmdlines[0].text : "",
-                   B->ncmdlines ? B->cmdlines[0].text : "");
+        diff_words(d, A->ncmdlines ? &A->cmdlines[0] : NULL, B->ncmdlines ? &B->cmdlines[0] : NULL);
     }
     size_t i = 0, k = 0, cap = 0;
     while (i < A->nenv || k < B->nenv) {

@@ -5,6 +5,7 @@
 #include "analysis/diff_words.h"
 
 #include "cli.h"
+#include "model/clocks.h"
 #include "out/json.h"
 #include "out/table.h"
 #include "out/units.h"
@@ -109,6 +110,7 @@ static void json_run(struct json_writer *w, const struct diff *d, int side)
         json_int(w, r->missing[i]);
     json_array_end(w);
     json_kv_uint(w, "communicators", r->ncomms);
+    gm_clocks_json(w, &r->m);
     json_key(w, "unfinished_processes");
     json_array_begin(w);
     for (size_t pi = 0; pi < r->m.nprocs; pi++) {
@@ -668,6 +670,11 @@ static void json_config(struct json_writer *w, const struct diff *d)
             json_object_begin(w);
             json_kv_string(w, "cmdline", r->cmdlines[i].text);
             json_kv_uint(w, "processes", r->cmdlines[i].count);
+            json_key(w, "launched_by");
+            json_array_begin(w);
+            for (size_t k = 0; k < r->cmdlines[i].nlaunched_by; k++)
+                json_string(w, r->cmdlines[i].launched_by[k]);
+            json_array_end(w);
             json_object_end(w);
         }
         json_array_end(w);

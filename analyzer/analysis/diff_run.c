@@ -249,7 +249,7 @@ static int run_budget(struct diff *d, struct diff_run *r)
     if (r->budget_options.framework == BUDGET_SGLANG && !r->budget_options.has_fraction)
         return cli_usage_error("diff",
                                "--mem-fraction-static F is required for sglang (no traced "
-                               "command line of %s says it)",
+                               "command line of %s, nor a launcher's, says it)",
                                r->path);
     if (budget_analyse(&r->budget) != 0)
         return CLI_EXIT_BAD_INPUT;
@@ -460,8 +460,10 @@ void diff_free(struct diff *d)
         for (size_t i = 0; i < r->ipc.ngroups; i++)
             free(r->ipc.groups[i].exporters);
         free(r->ipc.groups);
-        for (size_t i = 0; i < r->ncmdlines; i++)
+        for (size_t i = 0; i < r->ncmdlines; i++) {
             free(r->cmdlines[i].text);
+            diff_free_words(r->cmdlines[i].launched_by, r->cmdlines[i].nlaunched_by);
+        }
         free(r->cmdlines);
         for (size_t i = 0; i < r->nenv; i++) {
             free(r->env[i].name);

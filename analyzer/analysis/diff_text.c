@@ -773,15 +773,25 @@ static void print_comms(const struct diff *d, FILE *out)
     free(pb);
 }
 
+/* The lines a command line's processes were launched by (a spawned
+ * worker's launcher holds the flags). */
+static void print_launched_by(const struct diff_count *c, FILE *out)
+{
+    for (size_t i = 0; i < c->nlaunched_by; i++)
+        diff_emit(out, 4, "launched by: %s", c->launched_by[i]);
+}
+
 static void print_config(const struct diff *d, FILE *out)
 {
     const struct diff_run *A = &d->run[DIFF_A];
     fputs("\nConfiguration\n", out);
     if (!(d->differences & (1u << DIFF_D_CMDLINE))) {
         diff_emit(out, 2, "command line%s: the same in both runs", A->ncmdlines == 1 ? "" : "s");
-        if (A->ncmdlines > 0)
+        if (A->ncmdlines > 0) {
             diff_emit(out, 4, "%s",
                       A->cmdlines[0].text[0] ? A->cmdlines[0].text : "(not recorded)");
+            print_launched_by(&A->cmdlines[0], out);
+        }
     } else {
         for (int side = 0; side < 2; side++) {
             const struct diff_run *r = &d->run[side];
@@ -790,6 +800,7 @@ static void print_config(const struct diff *d, FILE *out)
             diff_emit(out, 2, "%s (%zu process%s): %s", diff_side_name(side), r->cmdlines[0].count,
                       r->cmdlines[0].count == 1 ? "" : "es",
                       r->cmdlines[0].text[0] ? r->cmdlines[0].text : "(not recorded)");
+            print_launched_by(&r->cmdlines[0], out);
             if (r->ncmdlines > 1)
                 diff_emit(out, 4, "and %zu other command line%s (--json lists them)",
                           r->ncmdlines - 1, r->ncmdlines == 2 ? "" : "s");

@@ -178,14 +178,17 @@ void diff_print_budget(const struct diff *d, FILE *out)
     double va = sglang ? oa->fraction : oa->util, vb = sglang ? ob->fraction : ob->util;
     const char *sa = sglang ? oa->fraction_source : oa->util_source;
     const char *sb = sglang ? ob->fraction_source : ob->util_source;
-    /* where the value came from: an option says nothing more */
-    char from_a[64] = "", from_b[64] = "";
+    /* where the value came from: an option says nothing more; a command
+     * line, whose (a worker's own or its launcher's) */
+    char from_a[128] = "", from_b[128] = "", line[96];
     if (strcmp(sa, "option") != 0)
-        snprintf(from_a, sizeof(from_a), " (%s)",
-                 strcmp(sa, "cmdline") == 0 ? "from the command line" : "the default");
+        snprintf(from_a, sizeof(from_a), " (%s%s)", strcmp(sa, "cmdline") == 0 ? "from " : "",
+                 strcmp(sa, "cmdline") == 0 ? budget_source_text(oa, line, sizeof(line))
+                                            : "the default");
     if (strcmp(sb, "option") != 0)
-        snprintf(from_b, sizeof(from_b), " (%s)",
-                 strcmp(sb, "cmdline") == 0 ? "from the command line" : "the default");
+        snprintf(from_b, sizeof(from_b), " (%s%s)", strcmp(sb, "cmdline") == 0 ? "from " : "",
+                 strcmp(sb, "cmdline") == 0 ? budget_source_text(ob, line, sizeof(line))
+                                            : "the default");
     if (same)
         fprintf(out, "\nBudget (%s, %s %g%s, cell size %s)\n", sglang ? "sglang" : "vllm", flag, va,
                 from_a, format_bytes(cell, sizeof(cell), (uint64_t)oa->cell_size));

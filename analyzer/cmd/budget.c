@@ -12,6 +12,7 @@
  */
 #include "analysis/budget_analysis.h"
 #include "cli.h"
+#include "model/clocks.h"
 #include "model/filter.h"
 #include "out/csv.h"
 #include "out/json.h"
@@ -455,7 +456,7 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
 static void print_text(const struct budget_analysis *r, FILE *out)
 {
     const struct budget_options *o = r->o;
-    char cell[UNITS_BUF], burst[UNITS_BUF];
+    char cell[UNITS_BUF], burst[UNITS_BUF], source[96];
     fputs("cutrace budget of ", out);
     text_print(out, o->path, 60, 0);
     fprintf(out, ": %s, %zu job%s, %zu rank%s analysed\n", framework_name(o->framework), r->ngroups,
@@ -463,11 +464,11 @@ static void print_text(const struct budget_analysis *r, FILE *out)
     if (o->framework == BUDGET_SGLANG) {
         fprintf(out, "  --mem-fraction-static %g", o->fraction);
         if (strcmp(o->fraction_source, "cmdline") == 0)
-            fprintf(out, " (from the command line of pid %" PRId64 ")", o->source_pid);
+            fprintf(out, " (from %s)", budget_source_text(o, source, sizeof(source)));
     } else {
         fprintf(out, "  --gpu-memory-utilization %g", o->util);
         if (strcmp(o->util_source, "cmdline") == 0)
-            fprintf(out, " (from the command line of pid %" PRId64 ")", o->source_pid);
+            fprintf(out, " (from %s)", budget_source_text(o, source, sizeof(source)));
         else if (strcmp(o->util_source, "default") == 0)
             fputs(" (vLLM's default)", out);
     }
@@ -692,6 +693,7 @@ static void print_json(const struct budget_analysis *r, FILE *out)
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "budget");
     json_kv_string(&w, "path", o->path);
+    gm_clocks_json(&w, r->m);
     json_kv_string(&w, "framework", framework_name(o->framework));
     json_key(&w, "parameters");
     json_object_begin(&w);
@@ -707,6 +709,8 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_int(&w, "source_pid", o->source_pid);
     else
         json_kv_null(&w, "source_pid");
+    if (o->source_process)
+        json_kv_string(&w, "source_process", o->source_process);
     json_kv_int(&w, "cell_size", o->cell_size);
     json_kv_int(&w, "burst_min", o->burst_min);
     if (o->has_pre) {
@@ -875,7 +879,8 @@ int cmd_budget(int argc, char **argv)
         /* the filter's usage error is said */
     } else if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
         status = cli_usage_error(argv[0], "--mem-fraction-static F is required for sglang "
-                                          "(no traced command line says it)");
+                                          "(no traced command line, nor a launcher's the "
+                                          "traces recorded, says it)");
     } else if (budget_analyse(&r) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {

@@ -16,6 +16,7 @@
  * symbolizer for the whole run (ranks share their libraries).
  */
 #include "cli.h"
+#include "model/clocks.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
 #include "model/filter.h"
@@ -392,6 +393,7 @@ static void print_json(const struct gm_model *m, const char *path, const struct 
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "sites");
     json_kv_string(&w, "path", path);
+    gm_clocks_json(&w, m);
     json_kv_string(&w, "at", at->text);
     json_key(&w, "gpus");
     json_array_begin(&w);

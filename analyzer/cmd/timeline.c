@@ -30,6 +30,7 @@
 #include "model/errnames.h"
 #include "analysis/timeline.h"
 #include "model/filter.h"
+#include "model/clocks.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
 #include "out/csv.h"
@@ -544,6 +545,7 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "timeline");
     json_kv_string(&w, "path", path);
+    gm_clocks_json(&w, m);
     json_key(&w, "gpus");
     json_array_begin(&w);
     for (size_t i = 0; i < ngpus; i++) {
@@ -616,7 +618,8 @@ static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t 
                                        "text",       "nccl_bytes",    "ipc_exported_bytes",
                                        "vmm_bytes",  "runtime_bytes", "managed_bytes",
                                        "peer_bytes", "host_bytes",    "traced_bytes",
-                                       "free_bytes", "total_bytes",   "unexplained_bytes"};
+                                       "free_bytes", "total_bytes",   "unexplained_bytes",
+                                       "clock"};
     static_assert(GM_CATEGORIES == 7, "one CSV column per category");
     struct csv_writer w;
     csv_begin(&w, out, head, sizeof(head) / sizeof(head[0]));
@@ -645,6 +648,7 @@ static void print_csv(const struct gm_model *m, struct gpu_report *gpus, size_t 
             csv_opt_int(&w, measured, e->a);
             csv_opt_int(&w, measured, e->b);
             csv_opt_int(&w, measured, gm_sub(gm_sub(e->b, e->a), gm_traced(r->live)));
+            csv_string(&w, gm_clock_state(m, p->clock));
             csv_end_row(&w);
         }
     }

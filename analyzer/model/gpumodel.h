@@ -25,7 +25,9 @@
  * trace has no uuid for an ordinal (said in the notes). Times are the
  * monotonic clock of the host (host + boot_id): a GPU's stream merges the
  * events of every process using it in that clock; processes of different
- * hosts never share a GPU or a stream.
+ * hosts never share a GPU or a stream. With several hosts, every host's
+ * times are moved onto a reference host's axis where NCCL calls allow
+ * (model/clocks.h), so times of different hosts compare directly.
  *
  * Everything here is untrusted input: sizes of 2^63 or more count as 0,
  * sums saturate, live bytes never go negative, and odd traces (unknown
@@ -316,6 +318,15 @@ struct gm_ipc_link {
 /* A host's monotonic clock: processes with the same host and boot id. */
 struct gm_clock {
     char *host, *boot_id;
+    /* Its place on the run's one time axis (model/clocks.h). */
+    bool reference;     /* the axis every aligned time is on */
+    bool aligned;       /* offset_ns is known (the reference's is 0) */
+    int64_t offset_ns;  /* its reading minus the reference's at one moment:
+                           subtracted from its processes' times */
+    int64_t error_ns;   /* how far the true offset can be from offset_ns */
+    int64_t events;     /* matched events the estimate used */
+    const char *method; /* "bound", "median", NULL for the reference or unaligned */
+    uint32_t against;   /* the aligned clock it was estimated against, GM_NONE */
 };
 
 struct gm_model {
@@ -325,7 +336,9 @@ struct gm_model {
     size_t ngpus;
     struct gm_clock *clocks;
     size_t nclocks;
-    char **apis; /* api names, interned */
+    uint32_t reference_clock; /* GM_NONE with no clock */
+    int64_t clock_events;     /* NCCL events matched across clocks (model/clocks.h) */
+    char **apis;              /* api names, interned */
     size_t napis;
     char **notes; /* what the model assumed, one sentence each, in a stable order */
     size_t nnotes;

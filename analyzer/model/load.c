@@ -1,7 +1,7 @@
 /*
  * load.c - loading the traces of a directory into the GPU model (see
  * gpumodel.h, loader.h): per trace, in this order, the process row and env,
- * the devices, the apis, the modules (to tell NCCL's own buffers by the
+ * the ancestors, the devices, the apis, the modules (to tell NCCL's own buffers by the
  * library that allocated them), the one pass over the events (pairing.c,
  * which hands each row to the counters of callstats.c), the `ipc` view's
  * rows that pass kept; then, over the whole run, the last step of streams.c. A progress line
@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "model/errnames.h"
 #include "model/gpumodel.h"
+#include "model/clocks.h"
 #include "model/loader.h"
 #include "model/modules.h"
 #include "out/progress.h"
@@ -167,6 +168,32 @@ static int load_env(struct gm_process *p)
             continue;
         p->env = xgrow(p->env, &cap, p->nenv + 1, sizeof(*p->env));
         p->env[p->nenv++] = (struct gm_env){name, col_text(stmt, 1)};
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+}
+
+/* The ancestors table (format 7), parent first; a trace without it (older
+ * formats) has none. */
+static int load_ancestors(struct gm_process *p)
+{
+    struct trace *t = (struct trace *)p->trace;
+    sqlite3_stmt *stmt = trace_query(
+        t, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ancestors'", "");
+    if (!stmt)
+        return -1;
+    int rc = trace_step(t, stmt);
+    sqlite3_finalize(stmt);
+    if (rc != 1)
+        return rc;
+    stmt = trace_query(t, "SELECT pid, cmdline FROM ancestors ORDER BY depth", "");
+    if (!stmt)
+        return -1;
+    size_t cap = 0;
+    while ((rc = trace_step(t, stmt)) == 1) {
+        p->ancestors = xgrow(p->ancestors, &cap, p->nancestors + 1, sizeof(*p->ancestors));
+        p->ancestors[p->nancestors++] =
+            (struct gm_ancestor){col_int(stmt, 0, 0), text_or_empty(stmt, 1)};
     }
     sqlite3_finalize(stmt);
     return rc;
@@ -548,6 +575,8 @@ static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra 
         rc = load_env(p);
     }
     if (rc == 0)
+        rc = load_ancestors(p);
+    if (rc == 0)
         rc = load_devices(&s);
     if (rc == 0)
         rc = load_modules(&s);
@@ -605,6 +634,7 @@ int gm_load_with(struct gm_model *m, struct trace_set *set, unsigned flags)
     if (rc == 0) {
         progress_update(set->count, set->count, L.events_read);
         ld_finish_model(&L);
+        gm_align_clocks(m); /* reads the traces' NCCL calls: before they close */
     } else {
         /* Hand what was made to the model so gm_free releases it. */
         m->ngpus = L.ngpus;

@@ -8,8 +8,8 @@
  * derivation without rewriting old traces.
  *
  * Public contract (docs/schema.md documents every column): the views
- * calls, allocations, meminfo, ipc, stacks and the tables process, devices,
- * env, loaded_modules.
+ * calls, allocations, meminfo, ipc, stacks and the tables process, ancestors,
+ * devices, env, loaded_modules.
  * Everything else (events, apis, meta, mem_events) is an implementation detail
  * that tools should not query.
  */
@@ -38,6 +38,11 @@
  * is handed out again without a traced free, at that new allocation
  * (free_api = 'implicit'). "Later" is in effect order (CT_EFFECT_ORDER_SQL),
  * not seq: threads reuse each other's pointers.
+ *
+ * ancestors (format 7): the processes this one descends from that were
+ * started inside the run (their environment held CUTRACE_DIR), depth 1 the
+ * parent, with command lines redacted as process.cmdline is: where a
+ * spawned worker's launcher flags are (preload/core/ancestry.c).
  *
  * communicators, collectives: NCCL records carry the communicator handle in
  * arg0. A communicator's id is the seq of the successful init that made it;
@@ -76,6 +81,8 @@
     "CREATE TABLE process(pid INTEGER, ppid INTEGER, host TEXT, cmdline TEXT,"                     \
     " start_wall_ns INTEGER, start_mono_ns INTEGER, cuda_runtime_version INTEGER,"                 \
     " cuda_driver_version INTEGER, exe TEXT, boot_id TEXT, uid INTEGER, nccl_version INTEGER);\n"  \
+    "CREATE TABLE ancestors(depth INTEGER PRIMARY KEY, pid INTEGER, start_ticks INTEGER,"          \
+    " cmdline TEXT);\n"                                                                            \
     "CREATE TABLE devices(device INTEGER PRIMARY KEY, uuid TEXT, pci_bus_id TEXT, name TEXT,"      \
     " total_bytes INTEGER, first_seq INTEGER);\n"                                                  \
     "CREATE TABLE env(name TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;\n"                         \

@@ -15,6 +15,17 @@
 
 struct ct_store;
 
+/* A process the traced one descends from (table ancestors). */
+struct ct_ancestor {
+    int64_t pid;
+    int64_t start_ticks; /* /proc/<pid>/stat starttime: with pid, which process it was */
+    char *cmdline;       /* redacted and shell-quoted, as process.cmdline */
+};
+
+/* The most ancestors a trace records: deep enough for a shell, a launcher,
+ * a forkserver and a worker's own children, small enough to walk at once. */
+#define CT_ANCESTORS_MAX 16
+
 struct ct_process_info {
     int64_t pid;
     int64_t ppid;
@@ -25,6 +36,9 @@ struct ct_process_info {
     char boot_id[64];
     char exe[1024];
     char *cmdline; /* owned by the caller */
+    /* ancestors[0] is the parent; written with the process row. */
+    struct ct_ancestor ancestors[CT_ANCESTORS_MAX];
+    size_t nancestors;
 };
 
 struct ct_device_info {

@@ -64,18 +64,21 @@ void ct_event_begin_part(struct ct_event *ev, enum ct_api api, const void *calle
  * that succeeded with no other call of the thread in progress - a nested
  * call can be the runtime's own, made while it holds its locks or is still
  * initializing, and a signal handler's may have interrupted one that does.
- * Such a call, once it succeeded, left the runtime's device's context
- * current on the thread (the runtime binds it before it works), so the
- * driver is asked instead, as it is for every driver call: a handler's
- * allocation inside the process's first call is then on its GPU, not on
- * none.
+ * A nested runtime call that succeeded left the runtime's device's context
+ * current on the thread (the runtime binds it before it works, and the
+ * driver is up), so the driver is asked instead, as it is for the driver
+ * calls nested in it: a handler's allocation inside the process's first
+ * call is then on its GPU, not on none. Only then: a top-level call that
+ * succeeded without the driver (cudaRuntimeGetVersion, any NCCL call) must
+ * not reach a driver that may never have been loaded, or was unloaded.
  */
 static int device_of(const struct ct_event *ev, int result)
 {
-    if (ct_api_table[ev->rec.api].layer_id == CT_LAYER_driver)
+    enum ct_layer layer = ct_api_table[ev->rec.api].layer_id;
+    if (layer == CT_LAYER_driver)
         return ct_device_of_context();
     int device = ct_device_current(result == 0 && ev->outer_depth == 0);
-    if (device < 0 && result == 0)
+    if (device < 0 && result == 0 && ev->outer_depth > 0 && layer == CT_LAYER_runtime)
         device = ct_device_of_context();
     return device;
 }

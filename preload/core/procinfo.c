@@ -16,7 +16,7 @@
 
 #include "redact.h"
 
-static size_t read_file(const char *path, char *buf, size_t cap)
+size_t ct_procinfo_read(const char *path, char *buf, size_t cap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -80,7 +80,7 @@ char *ct_quote_argv(const char *args, size_t len)
 
 void ct_procinfo_boot_id(char *out, size_t cap)
 {
-    size_t n = read_file("/proc/sys/kernel/random/boot_id", out, cap - 1);
+    size_t n = ct_procinfo_read("/proc/sys/kernel/random/boot_id", out, cap - 1);
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\0'))
         n--;
     out[n] = '\0';
@@ -100,18 +100,23 @@ void ct_procinfo_collect(struct ct_process_info *info)
     ssize_t e = readlink("/proc/self/exe", info->exe, sizeof info->exe - 1);
     info->exe[e > 0 ? e : 0] = '\0';
 
+    info->cmdline = ct_procinfo_cmdline("/proc/self/cmdline");
+}
+
+char *ct_procinfo_cmdline(const char *path)
+{
     size_t cap = 1 << 16;
     char *raw = malloc(cap);
-    info->cmdline = NULL;
-    if (raw) {
-        size_t len = read_file("/proc/self/cmdline", raw, cap);
-        size_t safe_len;
-        char *safe = ct_redact_argv(raw, len, &safe_len);
-        free(raw);
-        /* Without memory to redact, no command line rather than an unredacted one. */
-        info->cmdline = safe ? ct_quote_argv(safe, safe_len) : NULL;
-        free(safe);
-    }
+    if (!raw)
+        return NULL;
+    size_t len = ct_procinfo_read(path, raw, cap);
+    size_t safe_len;
+    char *safe = ct_redact_argv(raw, len, &safe_len);
+    free(raw);
+    /* Without memory to redact, no command line rather than an unredacted one. */
+    char *line = safe ? ct_quote_argv(safe, safe_len) : NULL;
+    free(safe);
+    return line;
 }
 
 void ct_procinfo_free(struct ct_process_info *info)

@@ -45,6 +45,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "ancestry.h"
 #include "clock.h"
 #include "device.h"
 #include "envcap.h"
@@ -481,6 +482,7 @@ static bool start_trace(void)
     struct ct_process_info proc;
     memset(&proc, 0, sizeof proc);
     ct_procinfo_collect(&proc);
+    proc.nancestors = ct_ancestry_walk("/proc", proc.ppid, proc.ancestors, CT_ANCESTORS_MAX);
     proc.start_wall_ns = S.start_wall_ns;
     proc.start_mono_ns = S.start_mono_ns;
     struct ct_tracefile files;
@@ -491,6 +493,7 @@ static bool start_trace(void)
     else
         made = make_trace_file(&files, &proc);
     ct_procinfo_free(&proc);
+    ct_ancestry_free(proc.ancestors, proc.nancestors);
     if (!made)
         return false;
 

@@ -225,6 +225,31 @@ int ct_store_set_meta_int(struct ct_store *st, const char *key, int64_t value)
     return step_done(st, s, "write meta");
 }
 
+/* Depth 1 is the parent. A process without ancestors writes nothing, so a
+ * trace of an older format (recovery) never needs the table. */
+static int write_ancestors(struct ct_store *st, const struct ct_process_info *p)
+{
+    assert(p->nancestors <= CT_ANCESTORS_MAX);
+    if (p->nancestors == 0)
+        return 0;
+    sqlite3_stmt *s;
+    int rc =
+        prepare(st, "INSERT INTO ancestors(depth, pid, start_ticks, cmdline) VALUES(?,?,?,?)", &s);
+    for (size_t i = 0; !rc && i < p->nancestors; i++) {
+        const struct ct_ancestor *a = &p->ancestors[i];
+        sqlite3_bind_int64(s, 1, (int64_t)i + 1);
+        sqlite3_bind_int64(s, 2, a->pid);
+        sqlite3_bind_int64(s, 3, a->start_ticks);
+        sqlite3_bind_text(s, 4, a->cmdline ? a->cmdline : "", -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = fail(st, sqlite3_errcode(st->db), "write ancestors");
+        sqlite3_reset(s);
+    }
+    if (s)
+        sqlite3_finalize(s);
+    return rc;
+}
+
 int ct_store_write_process(struct ct_store *st, const struct ct_process_info *p)
 {
     sqlite3_stmt *s;
@@ -243,7 +268,8 @@ int ct_store_write_process(struct ct_store *st, const struct ct_process_info *p)
     sqlite3_bind_text(s, 7, p->exe, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 8, p->boot_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 9, p->uid);
-    return step_done(st, s, "write process");
+    rc = step_done(st, s, "write process");
+    return rc ? rc : write_ancestors(st, p);
 }
 
 int ct_store_write_env(struct ct_store *st, const struct ct_env_var *vars, size_t n)

@@ -193,7 +193,7 @@ START_TEST(test_csv_every_report)
         {{"timeline", "--csv", dir, NULL},
          "gpu,gpu_uuid,pid,rank,kind,seq,t_ns,at_ns,api,text,nccl_bytes,ipc_exported_bytes,"
          "vmm_bytes,runtime_bytes,managed_bytes,peer_bytes,host_bytes,traced_bytes,free_bytes,"
-         "total_bytes,unexplained_bytes\r\n"},
+         "total_bytes,unexplained_bytes,clock\r\n"},
         {{"timeline", dir, "--csv=milestones", NULL}, "gpu,gpu_uuid,pid,"},
         {{"budget", "--framework", "sglang", "--mem-fraction-static", "0.9", "--csv", dir, NULL},
          "job,communicator,rank,pid,file,host,gpu,analysed,problem,pre_seq,pre_t_ns,"

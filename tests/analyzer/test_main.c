@@ -21,6 +21,8 @@ Suite *model_views_suite(void);     /* test_model_views.c */
 Suite *progress_suite(void);        /* test_progress.c */
 Suite *model_ipcstacks_suite(void); /* test_model_ipcstacks.c */
 Suite *ls_suite(void);              /* test_ls.c */
+Suite *clocks_suite(void);          /* test_clocks.c */
+Suite *ancestors_suite(void);       /* test_ancestors.c */
 Suite *inflight_suite(void);        /* test_inflight.c */
 
 int main(void)
@@ -52,6 +54,8 @@ int main(void)
     srunner_add_suite(runner, progress_suite());
     srunner_add_suite(runner, model_ipcstacks_suite());
     srunner_add_suite(runner, ls_suite());
+    srunner_add_suite(runner, clocks_suite());
+    srunner_add_suite(runner, ancestors_suite());
     srunner_add_suite(runner, inflight_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

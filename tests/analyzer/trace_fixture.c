@@ -381,16 +381,20 @@ static const char format5_views[] =
 
 void fixture_downgrade(const char *path, int format)
 {
-    if (format < 1 || (format > 2 && format != 5))
+    if (format < 1 || (format > 2 && format != 5 && format != 6))
         abort();
     struct fixture f = {.path = strdup(path)};
     if (sqlite3_open_v2(path, &f.db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
         die(&f, "open");
+    /* Every format before 7: no ancestors. */
+    fixture_exec(&f, "BEGIN; DROP TABLE ancestors");
     /* Every format before 6: no ret_seq, no effect orders. */
-    fixture_exec(&f, "BEGIN; DROP VIEW allocations; DROP VIEW mem_events; DROP VIEW calls;"
-                     " DROP VIEW logical_events");
-    fixture_exec(&f, format5_views);
-    fixture_exec(&f, "ALTER TABLE events DROP COLUMN ret_seq");
+    if (format < 6) {
+        fixture_exec(&f, "DROP VIEW allocations; DROP VIEW mem_events; DROP VIEW calls;"
+                         " DROP VIEW logical_events");
+        fixture_exec(&f, format5_views);
+        fixture_exec(&f, "ALTER TABLE events DROP COLUMN ret_seq");
+    }
     /* The events table keeps its eight argument columns (format 1 had
      * four): no report reads them. */
     if (format <= 2) {

@@ -90,10 +90,10 @@ int64_t fixture_lookup(struct fixture *f, enum ct_api api, const char *symbol, i
 
 /*
  * Makes the complete (closed) trace at path look written by an older
- * cutrace: format 5 has no events.ret_seq and no effect orders (its views
- * pair frees by seq); format 2 also has no modules table, no driver_lookups
- * view and no module column in calls and allocations; format 1 also lacks
- * the NCCL views and process.nccl_version.
+ * cutrace: format 6 has no ancestors table; format 5 also has no events.ret_seq and no effect
+ * orders (its views pair frees by seq); format 2 also has no modules table, no driver_lookups view
+ * and no module column in calls and allocations; format 1 also lacks the NCCL views and
+ * process.nccl_version.
  */
 void fixture_downgrade(const char *path, int format);
 

@@ -17,6 +17,8 @@
  * (frees across threads, signal handlers' calls).
  * stacks (native and Python call stacks, `cutrace sites`) and fds (the
  * program's descriptor table left to it).
+ * launch (servers whose launcher holds the flags and starts workers with
+ * multiprocessing spawn, forkserver or fork: the ancestors' command lines).
  * entered (ranks killed inside blocking NCCL calls: calls that never returned).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
@@ -40,6 +42,7 @@ Suite *startfinish_suite(void);
 Suite *hotpath_suite(void);
 Suite *order_suite(void);
 Suite *fds_suite(void);
+Suite *launch_suite(void);
 Suite *entered_suite(void);
 
 #endif

@@ -183,6 +183,55 @@ START_TEST(test_function_missing_from_nccl_is_recorded)
 }
 END_TEST
 
+/* The int after `"key":` in text, from `from` on. */
+static int64_t json_int_after(const char *from, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *at = strstr(from, pattern);
+    ck_assert_msg(at != NULL, "no %s in %.2000s", key, from);
+    return strtoll(at + strlen(pattern), NULL, 10);
+}
+
+/* A two-host job made from one: ranks 2 and 3 of a four-rank job moved to
+ * host nodeB, whose clock reads 3 s ahead. The fake NCCL's inits are a real
+ * rendezvous, so the barrier bound must hold the true offset. */
+START_TEST(test_two_hosts_aligned)
+{
+    const int64_t offset = 3000000000ll;
+    struct world w;
+    world_init(&w);
+    char **files;
+    size_t n = run_job(&w, 4, NULL, &files);
+    for (size_t i = 0; i < n; i++) {
+        sqlite3 *db = tsql_open(files[i], SQLITE_OPEN_READWRITE);
+        if (tsql_int(db, "SELECT rank FROM communicators WHERE api = 'ncclCommInitRank'") >= 2) {
+            char sql[256];
+            snprintf(sql, sizeof sql,
+                     "UPDATE events SET t_ns = t_ns + %lld; UPDATE process SET host = 'nodeB',"
+                     " start_mono_ns = start_mono_ns + %lld",
+                     (long long)offset, (long long)offset);
+            ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        }
+        sqlite3_close(db);
+    }
+    const char *report[] = {build_path("cutrace"), "timeline", "--json", w.trace_dir, NULL};
+    struct run r = run_prog(&w, false, report, 60);
+    ck_assert_int_eq(r.status, 0);
+    const char *host = strstr(r.out, "\"host\": \"nodeB\"");
+    ck_assert_msg(host != NULL, "%.3000s", r.out);
+    ck_assert_ptr_nonnull(strstr(host, "\"state\": \"aligned\""));
+    int64_t estimate = json_int_after(host, "offset_ns"), error = json_int_after(host, "error_ns");
+    int64_t miss = estimate - offset;
+    ck_assert_msg(miss <= error && -miss <= error, "offset %lld +/- %lld", (long long)estimate,
+                  (long long)error);
+    ck_assert_int_lt(error, 1000000000ll); /* far tighter than the offset itself */
+    run_free(&r);
+    free_list(files, n);
+    world_free(&w);
+}
+END_TEST
+
 Suite *nccl_suite(void)
 {
     Suite *s = suite_create("nccl");
@@ -192,6 +241,7 @@ Suite *nccl_suite(void)
     tcase_add_test(tc, test_eight_ranks_joined_exactly);
     tcase_add_test(tc, test_rank_that_exits_early_is_flagged);
     tcase_add_test(tc, test_function_missing_from_nccl_is_recorded);
+    tcase_add_test(tc, test_two_hosts_aligned);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "pythons.h"
 #include "suites.h"
 
 #define MAX_PYTHONS   8
@@ -36,11 +37,6 @@
 
 /* ---- the interpreters ---- */
 
-struct python {
-    char version[16]; /* "3.12" */
-    char path[1024];
-};
-
 static struct python pythons[MAX_PYTHONS];
 static size_t npythons;
 static char pythons_note[4096]; /* pythons.sh's "skipped: ..." lines, or why it failed */
@@ -48,28 +44,7 @@ static char pythons_note[4096]; /* pythons.sh's "skipped: ..." lines, or why it 
 /* Runs pythons.sh when the suite is made: the loop tests need the count. */
 static void find_pythons(void)
 {
-    const char *src = getenv("CUTRACE_TEST_SRC");
-    if (!src || !*src) {
-        snprintf(pythons_note, sizeof pythons_note, "CUTRACE_TEST_SRC is not set\n");
-        return;
-    }
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "sh '%s/tests/python/pythons.sh' 2>&1", src);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        snprintf(pythons_note, sizeof pythons_note, "cannot run pythons.sh\n");
-        return;
-    }
-    char line[2048];
-    while (fgets(line, sizeof line, p)) {
-        struct python py;
-        if (npythons < MAX_PYTHONS && sscanf(line, "%15s %1023s", py.version, py.path) == 2 &&
-            strncmp(py.version, "3.", 2) == 0 && py.path[0] == '/')
-            pythons[npythons++] = py;
-        else
-            strncat(pythons_note, line, sizeof pythons_note - strlen(pythons_note) - 1);
-    }
-    pclose(p);
+    npythons = pythons_find(pythons, MAX_PYTHONS, pythons_note, sizeof pythons_note);
 }
 
 static int minor_of(const char *version)

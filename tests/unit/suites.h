@@ -14,6 +14,7 @@ Suite *store_suite(void);
 Suite *writer_suite(void);
 Suite *envcap_suite(void);
 Suite *procinfo_suite(void);
+Suite *ancestry_suite(void);
 Suite *tracefile_suite(void);
 Suite *modmap_suite(void);
 Suite *stacks_suite(void);

@@ -12,6 +12,7 @@ int main(void)
     srunner_add_suite(sr, writer_suite());
     srunner_add_suite(sr, envcap_suite());
     srunner_add_suite(sr, procinfo_suite());
+    srunner_add_suite(sr, ancestry_suite());
     srunner_add_suite(sr, tracefile_suite());
     srunner_add_suite(sr, modmap_suite());
     srunner_add_suite(sr, stacks_suite());
