@@ -103,6 +103,8 @@ START_TEST(test_marks_fold_into_inflight_rows)
     const char *args[] = {"recover", dir, NULL};
     struct proc_result r = run_cutrace(args, NULL);
     ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, ", 1 call it never returned from (process 1000, ended: killed)"),
+                  "%s", r.out);
     proc_result_free(&r);
     ck_assert_int_eq(query_int(db, "SELECT count(*) FROM inflight_calls"), 1);
     ck_assert_int_eq(query_int(db, "SELECT seq FROM inflight_calls WHERE api = 'ncclCommInitRank'"
