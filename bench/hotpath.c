@@ -3,6 +3,8 @@
  *
  *   hotpath burst THREADS CALLS_PER_THREAD [DEPTH]
  *   hotpath sustained THREADS CALLS_PER_THREAD [DEPTH]
+ *   hotpath sync THREADS CALLS_PER_THREAD [DEPTH]
+ *   hotpath meminfo THREADS CALLS_PER_THREAD [DEPTH]
  *
  * Each thread alternates cudaMalloc(4 KiB)/cudaFree/cudaMemGetInfo on the
  * fake GPU stack (calls that cost tens of ns there, so the tracer's share is
@@ -13,9 +15,16 @@
  * frames deeper, as calls of a real program are (the cost of a call stack
  * grows with its depth). Prints "<ns per call> <calls>". bench/run.sh
  * compares traced with untraced runs.
+ *
+ * "sync" and "meminfo" are bursts of one call only: cudaStreamSynchronize
+ * (a blocking call: the tracer takes an entered mark for it, and for the
+ * driver's cuStreamSynchronize inside it) and cudaMemGetInfo (a call of the
+ * same shape on the fake stack, a runtime call over one driver call, that
+ * takes none). Their added costs differ by what the marks cost.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +36,8 @@ enum {
 
 static long calls_per_thread;
 static int bursty, depth;
+enum call_mix { MIX_MEMORY, MIX_SYNC, MIX_MEMINFO };
+static enum call_mix mix;
 static pthread_barrier_t burst_start, burst_end;
 static double busy_s;
 
@@ -42,8 +53,18 @@ static void calls(long n)
     size_t f, t;
     for (long i = 0; i < n; i += 3) {
         void *p;
-        if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess ||
-            cudaMemGetInfo(&f, &t) != cudaSuccess)
+        bool ok;
+        if (mix == MIX_SYNC)
+            ok = cudaStreamSynchronize(NULL) == cudaSuccess &&
+                 cudaStreamSynchronize(NULL) == cudaSuccess &&
+                 cudaStreamSynchronize(NULL) == cudaSuccess;
+        else if (mix == MIX_MEMINFO)
+            ok = cudaMemGetInfo(&f, &t) == cudaSuccess && cudaMemGetInfo(&f, &t) == cudaSuccess &&
+                 cudaMemGetInfo(&f, &t) == cudaSuccess;
+        else
+            ok = cudaMalloc(&p, 4096) == cudaSuccess && cudaFree(p) == cudaSuccess &&
+                 cudaMemGetInfo(&f, &t) == cudaSuccess;
+        if (!ok)
             exit(3);
     }
 }
@@ -94,7 +115,10 @@ int main(int argc, char **argv)
     depth = argc == 5 ? atoi(argv[4]) : 0;
     if (depth < 0 || depth > 200)
         return 2;
-    bursty = strcmp(argv[1], "burst") == 0;
+    mix = strcmp(argv[1], "sync") == 0      ? MIX_SYNC
+          : strcmp(argv[1], "meminfo") == 0 ? MIX_MEMINFO
+                                            : MIX_MEMORY;
+    bursty = strcmp(argv[1], "sustained") != 0;
     int threads = atoi(argv[2]);
     calls_per_thread = atol(argv[3]) / BURST * BURST;
     if (threads < 1 || threads > 256 || calls_per_thread < BURST)

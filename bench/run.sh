@@ -16,6 +16,13 @@
 #            the GIL released (ctypes.CDLL, as real servers call CUDA) and
 #            held, 16 and 64 frames deep; in ns, and in instructions per
 #            call from callgrind when valgrind is installed.
+# entered marks: blocking calls (cudaStreamSynchronize, which takes an
+#            entered mark for itself and its nested cuStreamSynchronize)
+#            against calls of the same shape that take none (cudaMemGetInfo
+#            over cuMemGetInfo_v2); the difference of their added costs is
+#            what the two marks cost (1 thread). Calls that cannot block take no mark:
+#            their path has no new instruction (the hook decides at compile
+#            time, CT_TRACE_BLOCKING).
 # Each figure is the median of 5 runs. Last, the trace size per call. On the
 # fake stack, as with the real runtime, a runtime call makes a driver call
 # that is recorded too (nested), so each call here writes two records.
@@ -55,6 +62,19 @@ row() { # label mode threads calls
 printf '%-10s %7s %13s %13s %7s %10s %14s\n' "" threads "untraced ns" "traced ns" ratio "added ns" "calls/s/thread"
 for threads in 1 4 16; do row "hot path" burst "$threads" 30000; done
 for threads in 1 4; do row sustained sustained "$threads" 300000; done
+
+echo
+echo "entered marks: blocking calls (2 marks each) vs calls of the same shape without (CUTRACE_STACKS=none)"
+stacks=none
+printf '%-10s %7s %13s %13s %7s %10s %14s\n' "" threads "untraced ns" "traced ns" ratio "added ns" "calls/s/thread"
+# One thread: with more, the fake driver's shared state lock (which
+# cudaMemGetInfo takes and a synchronisation does not) dominates the difference.
+plain=$(row meminfo meminfo 1 30000)
+marked=$(row sync sync 1 30000)
+echo "$plain"
+echo "$marked"
+echo "$plain $marked" | awk '{ printf "%-10s %7s %51.1f ns for the 2 marks of a blocking call\n", "marks", $2, $13 - $6 }'
+stacks=all
 
 echo
 echo "call stacks: hot path, calls made 30 frames deep (CUTRACE_STACKS of the traced run)"

@@ -77,6 +77,7 @@ TEST_PROGS += fds_own
 TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libstk_plugin.so \
                   $(BUILD)/progs/libcuda_helper.so $(BUILD)/progs/tp_collectives \
+                  $(BUILD)/progs/hang_ranks \
                   $(BUILD)/progs/roads_static $(BUILD)/progs/libshim_count.so \
                   $(BUILD)/progs/drv_direct $(BUILD)/progs/libsf_late.so \
                   $(BUILD)/progs/libsf_fail.so $(BUILD)/progs/libsigsafe_cuda.so \
@@ -124,10 +125,16 @@ $(BUILD)/progs/libsig_window.so: tests/progs/sig_window.c
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
 
 # Linked against the fake NCCL as a tensor-parallel program links libnccl.so.2.
-$(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c $(BUILD)/fake/libcudart.so.12 \
-                               $(BUILD)/fake/libnccl.so.2
+$(BUILD)/progs/tp_collectives: tests/progs/tp_collectives.c tests/progs/share_id.h \
+                               $(BUILD)/fake/libcudart.so.12 $(BUILD)/fake/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl
+
+# Ranks that hang in NCCL calls, killed there (test_entered.c).
+$(BUILD)/progs/hang_ranks: tests/progs/hang_ranks.c tests/progs/share_id.h \
+                           $(BUILD)/fake/libcudart.so.12 $(BUILD)/fake/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/fake -lcudart -lnccl -lpthread
 
 $(BUILD)/progs/libcuda_helper.so: tests/progs/cuda_helper.c $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)

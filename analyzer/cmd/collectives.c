@@ -12,6 +12,7 @@
  * never what is checked: whether a rank fell behind is decided against all
  * of its peers, listed or not.
  */
+#include "analysis/coll_inflight.h"
 #include "analysis/collectives.h"
 #include "cli.h"
 #include "model/errnames.h"
@@ -72,6 +73,7 @@ struct listing {
     bool filtered;
     bool *proc, *member, *group;
     size_t problems; /* the problems the report lists: what --fail-on-problem counts */
+    struct coll_inflight inflight; /* the listed processes' calls that never returned */
 };
 
 static bool dir_problem_listed(const struct listing *ls, const struct coll_problem *p)
@@ -112,6 +114,7 @@ static void listing_init(struct listing *ls, const struct coll_report *r, const 
     for (size_t i = 0; i < r->nproblems; i++)
         ls->problems += dir_problem_listed(ls, &r->problems[i]);
     assert(ls->filtered || ls->problems == r->total_problems);
+    coll_inflight_build(&ls->inflight, r, f);
 }
 
 static void listing_free(struct listing *ls)
@@ -119,6 +122,7 @@ static void listing_free(struct listing *ls)
     free(ls->proc);
     free(ls->member);
     free(ls->group);
+    coll_inflight_free(&ls->inflight);
 }
 
 /* A rank of g that a listed member holds. */
@@ -325,7 +329,8 @@ static void print_text(const struct listing *ls)
 {
     const struct coll_report *r = ls->r;
     char version[32], suffix[160];
-    bool none = r->ngroups == 0 && r->collective_calls == 0 && r->p2p_calls == 0;
+    bool none = r->ngroups == 0 && r->collective_calls == 0 && r->p2p_calls == 0 &&
+                !coll_inflight_any(&ls->inflight);
     int64_t v = coll_common_version(r);
     if (none)
         snprintf(suffix, sizeof(suffix), ": no NCCL communicators or calls in %zu process%s",
@@ -362,6 +367,7 @@ static void print_text(const struct listing *ls)
             if (dir_problem_listed(ls, &r->problems[i]))
                 print_problems(&r->problems[i], 1, 2);
     }
+    coll_inflight_print(&ls->inflight, r);
     bool any_calls = false;
     for (size_t gi = 0; gi < r->ngroups; gi++) {
         if (!ls->group[gi])
@@ -651,6 +657,9 @@ static void print_json(const struct listing *ls)
     json_kv_int(&w, "unattributed_calls", r->unattributed_calls);
     json_kv_uint(&w, "problems", r->total_problems);
     json_object_end(&w);
+    /* After the totals, where the keys of older reports end. */
+    json_key(&w, "in_flight");
+    coll_inflight_json(&w, &ls->inflight, r);
     json_object_end(&w);
     json_finish(&w);
 }
@@ -892,7 +901,8 @@ int cmd_collectives(int argc, char **argv)
                 print_csv(&ls, o.csv_table);
             else
                 print_text(&ls);
-            if (o.fail_on_problem && ls.problems > 0)
+            /* A call that never returned is a problem too: the run hung or died in it. */
+            if (o.fail_on_problem && (ls.problems > 0 || coll_inflight_any(&ls.inflight)))
                 status = CLI_EXIT_PROBLEM;
             listing_free(&ls);
             if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -100,6 +100,9 @@ static void print_text(const struct recover_result *r)
             printf(", %" PRId64 " already in it", already);
         if (r->created_db)
             fputs(", into a trace made from the ring's header", stdout);
+        if (r->inflight_records > 0)
+            printf(", %" PRId64 " call%s it never returned from", r->inflight_records,
+                   r->inflight_records == 1 ? "" : "s");
         printf(" (process %" PRId64 ", ended: ", r->pid);
         print_safe(r->end_state ? r->end_state : "?");
         putchar(')');

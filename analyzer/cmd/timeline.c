@@ -379,6 +379,28 @@ static size_t count_hosts(const struct gm_model *m)
     return hosts;
 }
 
+/* What each process was inside when its trace ended (calls that never returned). */
+static void print_inflight_text(const struct gm_model *m, FILE *out)
+{
+    bool any = false;
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const struct gm_process *p = &m->procs[i];
+        for (size_t k = 0; k < p->ninflight; k++) {
+            const struct gm_inflight *c = &p->inflight[k];
+            if (!any)
+                fputs("\nCalls that never returned:\n", out);
+            any = true;
+            char name[96], what[320];
+            gm_process_name(name, sizeof(name), p);
+            gm_inflight_text(what, sizeof(what), m, p, c);
+            char *line = xasprintf("%s, thread %" PRId64 ": %s%s", name, c->tid, what,
+                                   c->depth > 0 ? " (nested)" : "");
+            text_print_wrapped(out, line, 2);
+            free(line);
+        }
+    }
+}
+
 static void print_text(const struct gm_model *m, const char *path, struct gpu_report *gpus,
                        size_t ngpus, FILE *out)
 {
@@ -400,6 +422,7 @@ static void print_text(const struct gm_model *m, const char *path, struct gpu_re
                            2);
     for (size_t i = 0; i < ngpus; i++)
         print_gpu_text(m, &gpus[i], out);
+    print_inflight_text(m, out);
     if (m->nnotes)
         fputc('\n', out);
     for (size_t i = 0; i < m->nnotes; i++) {
@@ -563,6 +586,12 @@ static void print_json(const struct gm_model *m, const char *path, struct gpu_re
         json_array_end(&w);
         json_object_end(&w);
     }
+    json_array_end(&w);
+    json_key(&w, "in_flight");
+    json_array_begin(&w);
+    for (size_t i = 0; i < m->nprocs; i++)
+        for (size_t k = 0; k < m->procs[i].ninflight; k++)
+            gm_inflight_json(&w, m, &m->procs[i], &m->procs[i].inflight[k]);
     json_array_end(&w);
     json_key(&w, "notes");
     json_array_begin(&w);

@@ -384,6 +384,10 @@ static void shift_process(struct gm_process *p, int64_t offset)
         p->failed[i].t_ns = gm_sub(p->failed[i].t_ns, offset);
     p->first_t_ns = gm_sub(p->first_t_ns, offset);
     p->last_end_ns = gm_sub(p->last_end_ns, offset);
+    for (size_t i = 0; i < p->ninflight; i++)
+        p->inflight[i].t_ns = gm_sub(p->inflight[i].t_ns, offset);
+    if (p->has_alive)
+        p->alive_mono_ns = gm_sub(p->alive_mono_ns, offset);
     if (p->has_start_mono)
         p->start_mono_ns = gm_sub(p->start_mono_ns, offset);
     /* The row's start too: reports that read it (summary) take the other

@@ -253,11 +253,43 @@ struct gm_process {
     /* meta exit_status: the status it passed to exit() or _exit() (format 7). */
     bool has_exit_status;
     int exit_status;
+    /* Calls it was inside when the trace ended, in seq order (gm_inflight). */
+    struct gm_inflight *inflight;
+    size_t ninflight;
+    /* The last moment it is known alive: meta alive_mono_ns (the writer's
+     * last heartbeat, kept by recover), or a live ring's header. */
+    bool has_alive;
+    int64_t alive_mono_ns;
 };
 
 struct gm_ancestor {
     int64_t pid;
     char *cmdline; /* never NULL */
+};
+
+/*
+ * A call the process was inside when its trace ended (format 7): an
+ * `inflight` row of a killed process (recover folded its entered mark), or
+ * a mark read from the ring of a process that still runs (`live`: a hung
+ * rank). Not a call: it has no duration and no result, and is counted
+ * nowhere else in the model. Fields are the record at entry
+ * (include/cutrace/schema.h, the hooks' comments): NCCL inits have
+ * nranks, rank and the unique-id hash; calls on a communicator its handle,
+ * with comm_id the init it belongs to (-1 none known) and nth its number
+ * among the process's calls of that api on that communicator (1 = first);
+ * collectives count and peer (-1 none).
+ */
+struct gm_inflight {
+    int64_t seq, t_ns, tid, depth, parent_seq, device;
+    uint32_t api;  /* model api name */
+    uint32_t role; /* gm_text id of the api's role, GM_NONE unknown */
+    bool live;     /* read from a running process's ring */
+    bool nccl;     /* an NCCL api */
+    bool init;     /* role comm_init or comm_init_all */
+    int64_t handle, nranks, rank;
+    uint64_t hash;
+    int64_t comm_id, nth;
+    int64_t count, peer, stream;
 };
 
 struct gm_ref {
@@ -362,6 +394,24 @@ char *gm_process_name(char *buf, size_t size, const struct gm_process *p);
  * this order, so a worker's own flag wins over its launcher's.
  */
 const char *gm_launch_line(const struct gm_model *m, const struct gm_process *p, size_t i);
+
+/* The end of p's trace, in its monotonic clock: the latest of its last
+ * call's end, its last heartbeat and its calls in flight's entries. */
+int64_t gm_process_end_ns(const struct gm_process *p);
+/* The call p is stuck in: its first top-level NCCL call in flight, else its
+ * first top-level one, else its first; NULL when it has none. */
+const struct gm_inflight *gm_stuck_call(const struct gm_process *p);
+/* "died inside ncclCommInitRank, entered 41.3 s before the end" (a live
+ * process: "inside ..., entered ... before its last heartbeat (still
+ * running)"; one that exited while a thread was inside: "still inside ...
+ * when it ended (exit), ..."). Returns buf. */
+char *gm_inflight_text(char *buf, size_t size, const struct gm_model *m, const struct gm_process *p,
+                       const struct gm_inflight *c);
+
+/* One call in flight as a JSON object (collectives and timeline). */
+struct json_writer;
+void gm_inflight_json(struct json_writer *w, const struct gm_model *m, const struct gm_process *p,
+                      const struct gm_inflight *c);
 
 /* The api name of an event ("" for none). */
 const char *gm_api_name(const struct gm_model *m, uint32_t api);

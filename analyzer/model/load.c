@@ -652,6 +652,8 @@ static int load_trace(struct loader *L, struct gm_process *p, struct proc_extra 
         ld_read_ipc(&s, first_export);
     }
     cs_finish(&s);
+    if (rc == 0)
+        rc = ld_read_inflight(&s);
     if (rc == 0 && (flags & GM_LOAD_NCCL))
         rc = load_nccl(p);
     pass_free(&s);
@@ -726,6 +728,7 @@ static void free_process(struct gm_process *p)
     for (size_t i = 0; i < p->nancestors; i++)
         free(p->ancestors[i].cmdline);
     free(p->ancestors);
+    free(p->inflight);
     free(p->allocs);
     free(p->events);
     free(p->comms);

@@ -210,6 +210,8 @@ const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id);
  * SIZE_MAX if none. */
 size_t ld_seq_index(const struct pass *s, int64_t seq);
 int ld_read_calls(struct pass *s);
+/* After the calls: the process's calls in flight and heartbeat (inflight.c). */
+int ld_read_inflight(struct pass *s);
 /* The pass's IPC rows that the ipc view holds, tied to their allocations:
  * exports from first_export on in L->exports get their handle, opens are
  * added to L->opens. */

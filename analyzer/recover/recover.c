@@ -14,6 +14,7 @@
 #include "recover/recover.h"
 
 #include "cli.h"
+#include "recover/inflight.h"
 #include "recover/leftovers.h"
 #include "recover/owner.h"
 #include "model/trace.h"
@@ -153,10 +154,16 @@ static enum recover_status check_header(struct recover_result *r, const struct c
     if (cap > RECOVER_MAX_CAPACITY)
         return bad(r, path, "corrupt ring: capacity %" PRIu64 " slots is more than cutrace writes",
                    cap);
-    size_t need = ct_ring_bytes(cap); /* no overflow: cap <= 2^24 */
-    if (file_size < need)
+    /* No overflow: cap <= 2^24. Ring 7 keeps its marks after the slots. */
+    size_t slots_need = ct_ring_file_bytes(6, cap), need = ct_ring_file_bytes(h->version, cap);
+    if (file_size < need && need == slots_need)
         return bad(r, path, "truncated ring (%" PRIu64 " bytes; its %" PRIu64 " slots need %zu)",
                    file_size, cap, need);
+    if (file_size < need)
+        return bad(r, path,
+                   "truncated ring (%" PRIu64 " bytes; its %" PRIu64 " slots need %zu), %zu with "
+                   "its %d entered marks",
+                   file_size, cap, slots_need, need, CT_RING_MARKS);
 
     const char *why = text_problem(h->db_name, sizeof(h->db_name));
     if (why)
@@ -209,11 +216,6 @@ static void take_header(struct recover_result *r, const struct ct_ring_header *h
 
 /* ---- the records ---- */
 
-static bool api_known(const uint8_t *apis, uint16_t api)
-{
-    return (apis[api >> 3] >> (api & 7)) & 1;
-}
-
 static void api_mark(uint8_t *apis, int64_t api)
 {
     if (api >= 0 && api <= UINT16_MAX)
@@ -246,7 +248,7 @@ static bool record_ok(struct record_check *c, const struct ct_record *rec)
         }
         return false;
     }
-    if (!api_known(c->apis, rec->api)) {
+    if (!inflight_api_known(c->apis, rec->api)) {
         if (!c->bad) {
             c->bad = true;
             c->bad_is_api = true;
@@ -617,6 +619,11 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     in->aux = false;
     if (in->rc != 0 || in->check.bad)
         return in->rc;
+    /* After the records: a mark whose call's record made it is no call in flight. */
+    *doing = "inflight";
+    rc = inflight_fold(db, ring, in->check.apis, &r->inflight_records);
+    if (rc != 0)
+        return rc;
 
     *doing = "meta";
     bool found, is_int;
@@ -637,6 +644,8 @@ static int write_records(struct recover_result *r, struct ct_store *store, struc
     } else {
         r->end_state = xstrdup(before);
     }
+    if (rc == 0 && h->version >= 7 && h->alive_mono_ns > 0 && h->alive_mono_ns <= INT64_MAX)
+        rc = ct_store_set_meta_int(store, "alive_mono_ns", (int64_t)h->alive_mono_ns);
     if (rc == 0 && r->writer_error) {
         rc = ct_store_set_meta_text(store, "writer_error", r->writer_error);
         if (rc == 0)

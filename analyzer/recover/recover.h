@@ -17,7 +17,9 @@
  *      (INSERT OR IGNORE by seq, so replaying committed records is harmless),
  *      with meta end_state ('killed' unless the ring says how it ended),
  *      writer_error/writer_stopped_after, dropped_records and
- *      recovered_records; a missing or
+ *      recovered_records, alive_mono_ns (the writer's last heartbeat, ring
+ *      7), and the calls the process was inside (its entered marks, as
+ *      `inflight` rows: inflight.h); a missing or
  *      empty database is created from the header first;
  *   4. the ring is deleted, still under its lock.
  *
@@ -61,13 +63,14 @@ struct recover_result {
     int64_t dropped; /* records the process could not keep (meta dropped_records) */
 
     /* RECOVER_FOLDED. */
-    bool created_db;         /* the trace was missing or empty and was made from the header */
-    uint64_t ring_records;   /* complete, uncommitted records the ring held */
-    int64_t new_records;     /* of those, the ones the trace did not have yet */
-    int64_t recovered_total; /* meta recovered_records afterwards */
-    char *end_state_before;  /* meta end_state before; NULL if there was none */
-    char *end_state;         /* and after */
-    char *unlink_error;      /* folded, but the ring could not be deleted */
+    bool created_db;          /* the trace was missing or empty and was made from the header */
+    uint64_t ring_records;    /* complete, uncommitted records the ring held */
+    int64_t new_records;      /* of those, the ones the trace did not have yet */
+    int64_t inflight_records; /* calls it died inside (entered marks) added as inflight rows */
+    int64_t recovered_total;  /* meta recovered_records afterwards */
+    char *end_state_before;   /* meta end_state before; NULL if there was none */
+    char *end_state;          /* and after */
+    char *unlink_error;       /* folded, but the ring could not be deleted */
 };
 
 /* Folds one ring (see above). Fills *r (free it with recover_result_free)

@@ -14,7 +14,8 @@
  *          capture_begin | capture_end | graph_instantiate | graph_launch |
  *          version | unique_id | comm_init | comm_init_all | comm_finalize | comm_destroy |
  *          collective | p2p | group_start | group_end | register | deregister |
- *          lookup | map | unmap | set_access | vmm_export | ctx_create | ctx_destroy
+ *          lookup | map | unmap | set_access | vmm_export | ctx_create | ctx_destroy |
+ *          synchronize
  *
  * ncclCommInitAll_comm is not a symbol: ncclCommInitAll makes several
  * communicators in one call, and each gets a record of its own under that
@@ -129,7 +130,16 @@
     X(ncclCommRegister, nccl, register, , )                                                        \
     X(ncclCommDeregister, nccl, deregister, , )                                                    \
     X(ncclCommWindowRegister, nccl, register, , )                                                  \
-    X(ncclCommWindowDeregister, nccl, deregister, , )
+    X(ncclCommWindowDeregister, nccl, deregister, , )                                              \
+    X(cudaDeviceSynchronize, runtime, synchronize, , )                                             \
+    X(cudaStreamSynchronize, runtime, synchronize, , )                                             \
+    X(cudaStreamSynchronize_ptsz, runtime, synchronize, , )                                        \
+    X(cudaEventSynchronize, runtime, synchronize, , )                                              \
+    X(cuCtxSynchronize, driver, synchronize, , )                                                   \
+    X(cuCtxSynchronize_v2, driver, synchronize, , )                                                \
+    X(cuStreamSynchronize, driver, synchronize, , )                                                \
+    X(cuStreamSynchronize_ptsz, driver, synchronize, , )                                           \
+    X(cuEventSynchronize, driver, synchronize, , )
 
 enum ct_api {
     CT_API_NONE = 0,

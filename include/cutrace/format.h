@@ -23,11 +23,12 @@
 #define CT_SCHEMA_NAME    "cutrace"
 
 #define CT_RING_MAGIC   "CTRING\0\1"
-#define CT_RING_VERSION 6
+#define CT_RING_VERSION 7
 /* Ring 3 has the same layout and no auxiliary records, ring 4 no line
  * tables and no instruction offsets in its Python frames, ring 5 no ret_seq
  * in its records (its bytes were reserved, so 0: read as seq) and no
- * `dropped` in its header (its bytes are zero there): still readable. */
+ * `dropped` in its header (its bytes are zero there), ring 6 no marks after
+ * its slots and no `alive_mono_ns` / `unmarked` (zero there): still readable. */
 #define CT_RING_VERSION_OLDEST 3
 
 #define CT_IPC_HANDLE_BYTES 64
@@ -80,6 +81,27 @@ struct ct_slot {
 
 static_assert(sizeof(struct ct_record) == 248, "ct_record layout changed: bump CT_RING_VERSION");
 static_assert(sizeof(struct ct_slot) == 256, "ct_slot must stay 256 bytes");
+
+/*
+ * An "entered" mark (ring 7): a call that can block (NCCL init, collectives,
+ * synchronisations) copies its record, as far as it is known at entry, into
+ * a free mark before it calls the real function, and frees the mark once
+ * its record is in the ring. A killed process's marks that are still taken
+ * are the calls it died inside. `state` is 0 free, 1 being written, and
+ * 2 * seq once the record is complete: a reader that sees the same even
+ * state before and after its copy, matching the copy's seq, has a whole
+ * record (seqs are never reused, so a mark freed and taken again in between
+ * cannot look the same). CT_RING_MARKS of them follow the slots.
+ */
+struct ct_mark {
+    uint64_t state;
+    struct ct_record rec;
+};
+#define CT_RING_MARKS      64
+#define CT_MARK_FREE       0
+#define CT_MARK_WRITING    1
+#define CT_MARK_STATE(seq) ((seq)*2)
+static_assert(sizeof(struct ct_mark) == sizeof(struct ct_slot), "a mark is a slot's size");
 static_assert(__builtin_offsetof(struct ct_record, ret_seq) % 8 == 0, "ret_seq alignment");
 
 /*
@@ -97,6 +119,13 @@ static_assert(__builtin_offsetof(struct ct_record, ret_seq) % 8 == 0, "ret_seq a
  * flight when the writer died. The writer and `cutrace recover` move it
  * into meta('dropped_records'), so a gap in seq is never silent. It sits
  * after the cursors' cache lines, which keep the offsets of ring 5.
+ *
+ * Ring 7: `alive_mono_ns` is the writer's heartbeat, stored at every pass of
+ * its loop (every commit interval): the last moment the process is known to
+ * have been alive, which `cutrace recover` keeps as meta('alive_mono_ns') so
+ * that a killed process's calls in flight can be dated against its end.
+ * `unmarked` counts blocking calls that found every mark taken (they are
+ * traced as usual, only their entry is not crash-safe).
  */
 struct ct_ring_header {
     char magic[8];
@@ -116,7 +145,9 @@ struct ct_ring_header {
     uint8_t pad1[56];
     uint64_t tail; /* next ticket the writer consumes (own cache line) */
     uint8_t pad2[56];
-    uint64_t dropped; /* atomic: records not taken, see above (ring 6; 0 before) */
+    uint64_t dropped;       /* atomic: records not taken, see above (ring 6; 0 before) */
+    uint64_t alive_mono_ns; /* ring 7: the writer's last heartbeat, CLOCK_MONOTONIC */
+    uint64_t unmarked;      /* ring 7, atomic: blocking calls that found no free mark */
 };
 
 /*

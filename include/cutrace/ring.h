@@ -7,6 +7,13 @@
  * thread. The ring lives in caller-provided memory, which in production is a
  * MAP_SHARED file mapping so that a killed process leaves its unwritten
  * records behind; ct_ring_scan() finds them again.
+ *
+ * Beside the queue, a ring 7 file holds CT_RING_MARKS "entered" marks
+ * (format.h, struct ct_mark): a call that can block takes one before it
+ * calls the real function and frees it after its record is pushed, so a
+ * process killed inside such a call leaves the call behind
+ * (ct_ring_scan_marks). Taking a mark is one compare-and-swap on a line
+ * the thread usually took last time, a 248-byte copy and a release store.
  */
 #ifndef CUTRACE_RING_H
 #define CUTRACE_RING_H
@@ -20,11 +27,14 @@
 struct ct_ring {
     struct ct_ring_header *hdr;
     struct ct_slot *slots;
-    uint64_t mask; /* capacity - 1 */
+    uint64_t mask;         /* capacity - 1 */
+    struct ct_mark *marks; /* CT_RING_MARKS of them; NULL in a ring older than 7 */
 };
 
-/* Bytes needed for a ring of `capacity` slots (a power of two). */
+/* Bytes needed for a ring of `capacity` slots (a power of two), marks included. */
 size_t ct_ring_bytes(uint64_t capacity);
+/* The same for a ring file of format `version` (rings before 7 have no marks). */
+size_t ct_ring_file_bytes(uint32_t version, uint64_t capacity);
 
 /* Who owns a ring: written into its header. */
 struct ct_ring_owner {
@@ -86,6 +96,28 @@ void ct_ring_release(struct ct_ring *ring, uint64_t upto);
 uint64_t ct_ring_claimed(const struct ct_ring *ring);
 /* First ticket not yet released (everything before it is committed). */
 uint64_t ct_ring_committed(const struct ct_ring *ring);
+
+/*
+ * Entered marks. ct_ring_mark_enter copies *rec (seq != 0) into a free
+ * mark and returns it, or NULL when the ring has no marks or every mark is
+ * taken (counted in the header's `unmarked`). ct_ring_mark_leave frees it.
+ * Both are async-signal-safe: no lock, and a handler that interrupts a
+ * thread between claim and publish takes another mark.
+ */
+struct ct_mark *ct_ring_mark_enter(struct ct_ring *ring, const struct ct_record *rec);
+void ct_ring_mark_leave(struct ct_mark *mark);
+/* How many marks are taken now: calls in flight (0 for a ring without marks). */
+unsigned ct_ring_marks_taken(const struct ct_ring *ring);
+/* The writer's heartbeat (struct ct_ring_header.alive_mono_ns). */
+void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns);
+
+/*
+ * Calls fn with a copy of every complete record of a taken mark, in mark
+ * order; returns how many. A mark being taken or freed while it is read is
+ * skipped, so this is safe on the ring of a running process too.
+ */
+size_t ct_ring_scan_marks(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                          void *arg);
 
 /*
  * Recovery: calls fn for every slot holding a complete record that was never

@@ -97,7 +97,7 @@
     " arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL, arg6 INTEGER NOT NULL,"                        \
     " arg7 INTEGER NOT NULL, caller INTEGER NOT NULL, stack_id INTEGER NOT NULL, handle BLOB,"     \
     " ret_seq INTEGER NOT NULL);\n" CT_VIEWS_SQL(CT_ONE_Q, CT_ONE_P, CT_ONE_A, CT_ONE_W)           \
-        CT_SCHEMA_STACKS_SQL
+        CT_SCHEMA_STACKS_SQL CT_SCHEMA_INFLIGHT_SQL
 
 /*
  * The views, written once for two schemas: a trace's (one process), and a
@@ -255,7 +255,38 @@
 /* A packed run's views: every process at once, with its `process` column. */
 #define CT_PACK_VIEWS_SQL                                                                          \
     CT_VIEWS_SQL(CT_PACK_Q, CT_PACK_P, CT_PACK_A, CT_PACK_W)                                       \
-    CT_STACKS_VIEW_SQL(CT_PACK_Q, CT_PACK_A, CT_PACK_W)
+    CT_STACKS_VIEW_SQL(CT_PACK_Q, CT_PACK_A, CT_PACK_W)                                            \
+    CT_INFLIGHT_VIEW_SQL(CT_PACK_Q, CT_PACK_A)
+
+/*
+ * Calls that never returned (format 7): a call that can block leaves an
+ * "entered" mark in its ring (format.h, struct ct_mark), and `cutrace
+ * recover` turns each mark of a killed process whose call has no events
+ * row into an `inflight` row: the record as it was at entry (what the
+ * call's arguments say; no duration, no result, no ret_seq). They are kept
+ * apart from `events`, so no view counts them as calls; the view
+ * inflight_calls names their api. A trace folded by an older cutrace has
+ * no such table; both are made IF NOT EXISTS so a fold can add them to a
+ * trace that lacks them.
+ */
+#define CT_SCHEMA_INFLIGHT_SQL                                                                     \
+    "CREATE TABLE IF NOT EXISTS inflight(seq INTEGER PRIMARY KEY, parent_seq INTEGER,"             \
+    " t_ns INTEGER NOT NULL, tid INTEGER NOT NULL, api_id INTEGER NOT NULL,"                       \
+    " device INTEGER NOT NULL, depth INTEGER NOT NULL, ptr INTEGER NOT NULL,"                      \
+    " size INTEGER NOT NULL, flags INTEGER NOT NULL, stream INTEGER NOT NULL,"                     \
+    " arg0 INTEGER NOT NULL, arg1 INTEGER NOT NULL, arg2 INTEGER NOT NULL,"                        \
+    " arg3 INTEGER NOT NULL, arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL,"                        \
+    " arg6 INTEGER NOT NULL, arg7 INTEGER NOT NULL, caller INTEGER NOT NULL);\n"                   \
+    CT_INFLIGHT_VIEW_SQL(CT_ONE_Q, CT_ONE_A)
+
+/* The inflight_calls view, for a trace or a pack (CT_VIEWS_SQL says how). */
+// clang-format off
+#define CT_INFLIGHT_VIEW_SQL(Q, A)                                                                 \
+    "CREATE VIEW IF NOT EXISTS inflight_calls AS SELECT " Q(i) "i.seq, i.t_ns, i.tid,"             \
+    " a.name AS api, a.layer, a.role, i.device, (i.depth > 0) AS nested, i.parent_seq, i.ptr,"     \
+    " i.size, i.flags, i.stream, i.arg0, i.arg1, i.arg2, i.arg3, i.arg4, i.arg5, i.arg6, i.arg7,"  \
+    " i.caller FROM inflight i JOIN apis a ON a.api_id = i.api_id" A(a, i) ";\n"
+// clang-format on
 
 /* Tables a valid trace must have; the analyzer checks them before trusting a file. */
 #define CT_SCHEMA_REQUIRED_TABLES                                                                  \

@@ -133,3 +133,20 @@ void ct_event_set_handle(struct ct_event *ev, const void *handle)
     memcpy(ev->rec.handle, handle, CT_IPC_HANDLE_BYTES);
     ev->rec.has_handle = 1;
 }
+
+void ct_event_enter(struct ct_event *ev)
+{
+    ev->mark = NULL;
+    if (!ev->traced)
+        return;
+    int saved_errno = errno;
+    ev->rec.tid = ct_thread_id();
+    ev->mark = ct_session_mark_enter(&ev->rec);
+    errno = saved_errno;
+}
+
+void ct_event_leave(struct ct_event *ev)
+{
+    if (ev->mark)
+        ct_session_mark_leave(ev->mark);
+}

@@ -13,6 +13,12 @@
  * I/O, allocates, or takes a lock once the process's trace exists; the
  * first event of a process creates it (ct_session_start). errno is the
  * program's when end returns.
+ *
+ * A call that can block (hook.h's CT_TRACE_BLOCKING) also calls
+ * ct_event_enter once the record holds what is known before the call, and
+ * ct_event_leave after end: its "entered" mark (session.h) survives a
+ * SIGKILL while the call has not returned. Only those hooks pay for it;
+ * every other hook's path is the same as without marks.
  */
 #ifndef CUTRACE_EVENT_H
 #define CUTRACE_EVENT_H
@@ -35,6 +41,7 @@ struct ct_event {
     uint16_t outer_depth; /* traced calls of the thread already in progress */
     uint8_t outer_level;
     uint64_t outer_seq;
+    struct ct_mark *mark; /* set by ct_event_enter only (blocking calls) */
 };
 
 /*
@@ -50,6 +57,11 @@ void ct_event_begin_part(struct ct_event *ev, enum ct_api api, const void *calle
  * and so does what it did, for the order of effects (rec.ret_seq). */
 void ct_event_returned(struct ct_event *ev);
 void ct_event_end(struct ct_event *ev, int result);
+
+/* Marks the call as entered (its record as filled so far, with its thread)
+ * before a blocking call; ct_event_leave frees the mark after ct_event_end. */
+void ct_event_enter(struct ct_event *ev);
+void ct_event_leave(struct ct_event *ev);
 
 /* For a record whose device is not the calling thread's current one. */
 void ct_event_set_device(struct ct_event *ev, int device);

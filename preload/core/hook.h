@@ -44,6 +44,30 @@
         return rc;                                                                                 \
     } while (0)
 
+/*
+ * The same for a call that can block (NCCL inits and collectives, group
+ * end, synchronisations): `before` fills what the record knows before the
+ * call (the arguments), then the call is marked as entered (event.h) so
+ * that a process killed inside it still says where it was. The mark is
+ * freed once the record is in the ring.
+ */
+#define CT_TRACE_BLOCKING(api, type, missing, before, call, ...)                                   \
+    CT_TRACE_BLOCKING_AS(CT_CALLER, api, type, missing, before, call, __VA_ARGS__)
+
+#define CT_TRACE_BLOCKING_AS(caller, api, type, missing, before, call, ...)                        \
+    do {                                                                                           \
+        struct ct_event ev;                                                                        \
+        ct_event_begin(&ev, api, caller);                                                          \
+        before;                                                                                    \
+        ct_event_enter(&ev);                                                                       \
+        type rc = real ? call : (missing);                                                         \
+        ct_event_returned(&ev);                                                                    \
+        __VA_ARGS__;                                                                               \
+        ct_event_end(&ev, (int)rc);                                                                \
+        ct_event_leave(&ev);                                                                       \
+        return rc;                                                                                 \
+    } while (0)
+
 static inline uint64_t ct_addr(const void *p)
 {
     return (uint64_t)(uintptr_t)p;

@@ -70,9 +70,15 @@ static void window_restore(const struct push_window *outer)
     t_window.ticket = outer->ticket;
 }
 
+size_t ct_ring_file_bytes(uint32_t version, uint64_t capacity)
+{
+    size_t marks = version >= 7 ? CT_RING_MARKS * sizeof(struct ct_mark) : 0;
+    return CT_RING_HEADER_BYTES + (size_t)capacity * sizeof(struct ct_slot) + marks;
+}
+
 size_t ct_ring_bytes(uint64_t capacity)
 {
-    return CT_RING_HEADER_BYTES + (size_t)capacity * sizeof(struct ct_slot);
+    return ct_ring_file_bytes(CT_RING_VERSION, capacity);
 }
 
 /* Bounded copy that always terminates (the header is read by other programs). */
@@ -102,6 +108,9 @@ void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *ow
     struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
     for (uint64_t i = 0; i < capacity; i++)
         slots[i].turn = i;
+    struct ct_mark *marks = (struct ct_mark *)(slots + capacity);
+    for (unsigned i = 0; i < CT_RING_MARKS; i++)
+        marks[i].state = CT_MARK_FREE;
 }
 
 int ct_ring_lock_held(int fd)
@@ -122,11 +131,13 @@ bool ct_ring_attach(struct ct_ring *ring, void *mem, size_t bytes)
         return false;
     uint64_t cap = hdr->capacity;
     if (cap < 2 || (cap & (cap - 1)) != 0 ||
-        cap > (bytes - CT_RING_HEADER_BYTES) / sizeof(struct ct_slot))
+        cap > (bytes - CT_RING_HEADER_BYTES) / sizeof(struct ct_slot) ||
+        bytes < ct_ring_file_bytes(hdr->version, cap))
         return false;
     ring->hdr = hdr;
     ring->slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
     ring->mask = cap - 1;
+    ring->marks = hdr->version >= 7 ? (struct ct_mark *)(ring->slots + cap) : NULL;
     return true;
 }
 
@@ -271,6 +282,82 @@ size_t ct_ring_scan(const struct ct_ring *ring, void (*fn)(const struct ct_recor
         if (((turn - 1) & ring->mask) != i)
             continue;
         fn(&slot->rec, arg);
+        found++;
+    }
+    return found;
+}
+
+/*
+ * The mark this thread took last: a thread's blocking calls find their mark
+ * free again and its cache line already theirs. A hint only, so a handler
+ * that changes it under the thread costs a longer search, nothing more.
+ */
+static __thread unsigned t_mark_hint __attribute__((tls_model("initial-exec")));
+
+struct ct_mark *ct_ring_mark_enter(struct ct_ring *ring, const struct ct_record *rec)
+{
+    assert(rec->seq != 0);
+    if (!ring->marks)
+        return NULL;
+    unsigned first = t_mark_hint;
+    for (unsigned i = 0; i < CT_RING_MARKS; i++) {
+        unsigned at = (first + i) % CT_RING_MARKS;
+        struct ct_mark *mark = &ring->marks[at];
+        uint64_t expected = CT_MARK_FREE;
+        if (__atomic_load_n(&mark->state, __ATOMIC_RELAXED) != CT_MARK_FREE ||
+            !__atomic_compare_exchange_n(&mark->state, &expected, CT_MARK_WRITING, false,
+                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            continue;
+        t_mark_hint = at;
+        memcpy(&mark->rec, rec, sizeof *rec);
+        __atomic_store_n(&mark->state, CT_MARK_STATE(rec->seq), __ATOMIC_RELEASE);
+        return mark;
+    }
+    __atomic_fetch_add(&ring->hdr->unmarked, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+void ct_ring_mark_leave(struct ct_mark *mark)
+{
+    __atomic_store_n(&mark->state, CT_MARK_FREE, __ATOMIC_RELEASE);
+}
+
+unsigned ct_ring_marks_taken(const struct ct_ring *ring)
+{
+    unsigned taken = 0;
+    for (unsigned i = 0; ring->marks && i < CT_RING_MARKS; i++)
+        taken += __atomic_load_n(&ring->marks[i].state, __ATOMIC_ACQUIRE) != CT_MARK_FREE;
+    return taken;
+}
+
+void ct_ring_note_alive(struct ct_ring *ring, uint64_t mono_ns)
+{
+    __atomic_store_n(&ring->hdr->alive_mono_ns, mono_ns, __ATOMIC_RELAXED);
+}
+
+size_t ct_ring_scan_marks(const struct ct_ring *ring, void (*fn)(const struct ct_record *, void *),
+                          void *arg)
+{
+    size_t found = 0;
+    for (unsigned i = 0; ring->marks && i < CT_RING_MARKS; i++) {
+        const struct ct_mark *mark = &ring->marks[i];
+        uint64_t before = __atomic_load_n(&mark->state, __ATOMIC_ACQUIRE);
+        if (before == CT_MARK_FREE || (before & 1) != 0)
+            continue;
+        struct ct_record copy;
+        memcpy(&copy, &mark->rec, sizeof copy);
+        /* The copy's loads come before the second look at the state (a
+         * seqlock's read side). ThreadSanitizer has no fences: its builds
+         * (unit tests only) make that look sequentially consistent instead. */
+#if defined(__SANITIZE_THREAD__)
+        uint64_t after = __atomic_load_n(&mark->state, __ATOMIC_SEQ_CST);
+#else
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        uint64_t after = __atomic_load_n(&mark->state, __ATOMIC_RELAXED);
+#endif
+        if (after != before || CT_MARK_STATE(copy.seq) != before)
+            continue;
+        fn(&copy, arg);
         found++;
     }
     return found;

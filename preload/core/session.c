@@ -610,6 +610,31 @@ void ct_session_append(struct ct_record *rec)
         ct_writer_flush(S.writer, NULL, CT_FLUSH_TIMEOUT_MS);
 }
 
+struct ct_mark *ct_session_mark_enter(const struct ct_record *rec)
+{
+    /* As for a record: a handler of the thread setting the session up, or
+     * a call begun before a raw fork, takes no mark. */
+    if (__builtin_expect(ct_self.starting, 0) || __builtin_expect(ownership() != CT_OURS, 0))
+        return NULL;
+    int state = __atomic_load_n(&S.state, __ATOMIC_ACQUIRE);
+    if (state == CT_IDLE)
+        state = start();
+    /* An anonymous ring (no file) would not outlive the process: no mark. */
+    if (state != CT_ON || !S.ring_path[0])
+        return NULL;
+    return ct_ring_mark_enter(&S.ring, rec);
+}
+
+void ct_session_mark_leave(struct ct_mark *mark)
+{
+    /* A child made by fork inside the call has no mapping of the ring the
+     * mark is in (MADV_DONTFORK): only a mark of this session's ring is freed. */
+    if (!mark || ownership() != CT_OURS || !S.ring.marks)
+        return;
+    if (mark >= S.ring.marks && mark < S.ring.marks + CT_RING_MARKS)
+        ct_ring_mark_leave(mark);
+}
+
 /* A process ends or execs; next_traced: exec's new image completes the trace. */
 static void finish(const char *end_state, bool next_traced)
 {
@@ -646,8 +671,12 @@ static void finish(const char *end_state, bool next_traced)
     }
     if (hand_over)
         return;
-    /* Everything is in the database; records made from now on are flushed one by one. */
-    if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE))
+    /* Everything is in the database; records made from now on are flushed one by one.
+     * A thread still inside a blocking call keeps the ring: its mark is how
+     * the trace learns (from `cutrace recover`, once this process is gone)
+     * which call it never returned from. */
+    if (S.ring_path[0] && !__atomic_load_n(&S.finished, __ATOMIC_ACQUIRE) &&
+        ct_ring_marks_taken(&S.ring) == 0)
         ct_tracefile_remove(S.ring_path);
     __atomic_store_n(&S.finished, 1, __ATOMIC_RELEASE);
 }

@@ -14,6 +14,8 @@
 
 #include "cutrace/format.h"
 
+struct ct_mark;
+
 /* False when this process is not traced (disabled, setuid, or failed). */
 bool ct_session_tracing(void);
 
@@ -24,6 +26,15 @@ uint64_t ct_session_seq_now(void);
 
 /* Appends a finished record; creates the trace on the first one. */
 void ct_session_append(struct ct_record *rec);
+
+/*
+ * An "entered" mark for a call that can block (ring.h): taken before the
+ * real function runs, creating the trace if this is its first event, and
+ * freed once the call's record is appended. NULL when the process is not
+ * traced, has no file ring, or every mark is taken.
+ */
+struct ct_mark *ct_session_mark_enter(const struct ct_record *rec);
+void ct_session_mark_leave(struct ct_mark *mark);
 
 /* The process is about to end (end_state "exit", "_exit"). */
 void ct_session_finish(const char *end_state);

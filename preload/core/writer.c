@@ -350,6 +350,8 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w->work_mu);
         long n = drain_once(w);
         pthread_mutex_unlock(&w->work_mu);
+        /* The heartbeat: a killed process's calls in flight are dated from it. */
+        ct_ring_note_alive(w->cfg.ring, ct_now_ns());
 
         learn_context(w, learned);
         pthread_mutex_lock(&w->work_mu);

@@ -27,6 +27,9 @@
  *     arg2 the OS handle (a file descriptor for POSIX_FILE_DESCRIPTOR)
  *   contexts: ptr the context, arg0 the device
  *   cuMemGetInfo_v2: arg0 free, arg1 total; IPC: the 64-byte handle
+ *   synchronisations (role synchronize, CT_TRACE_BLOCKING: a process killed
+ *     inside one says so): cuCtxSynchronize_v2 arg0 the context,
+ *     cuStreamSynchronize stream, cuEventSynchronize arg0 the event
  */
 #define __CUDA_API_VERSION_INTERNAL 1 /* declares the _ptsz variants */
 #include <cuda.h>
@@ -407,4 +410,46 @@ CT_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 {
     CT_REAL(cuCtxDestroy_v2);
     CT_TRACE(CT_API_cuCtxDestroy_v2, CUresult, MISSING, real(ctx), { ev.rec.ptr = ct_addr(ctx); });
+}
+
+/* ---- synchronisations: calls that can block ---- */
+
+CT_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
+{
+    CT_REAL(cuCtxSynchronize);
+    CT_TRACE_BLOCKING(CT_API_cuCtxSynchronize, CUresult, MISSING, (void)0, real(), (void)0);
+}
+
+/* CUDA 13: a context to synchronise (NULL: the current one). */
+CT_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CT_REAL(cuCtxSynchronize_v2);
+    CT_TRACE_BLOCKING(CT_API_cuCtxSynchronize_v2, CUresult, MISSING, ev.rec.arg[0] = ct_addr(ctx),
+                      real(ctx), (void)0);
+}
+
+static CUresult stream_synchronize(const void *caller, enum ct_api api,
+                                   __typeof__(&cuStreamSynchronize) real, CUstream stream)
+{
+    CT_TRACE_BLOCKING_AS(caller, api, CUresult, MISSING, ev.rec.stream = ct_addr(stream),
+                         real(stream), (void)0);
+}
+
+CT_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+    CT_REAL(cuStreamSynchronize);
+    return stream_synchronize(CT_CALLER, CT_API_cuStreamSynchronize, real, hStream);
+}
+
+CT_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    CT_REAL(cuStreamSynchronize_ptsz);
+    return stream_synchronize(CT_CALLER, CT_API_cuStreamSynchronize_ptsz, real, hStream);
+}
+
+CT_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+    CT_REAL(cuEventSynchronize);
+    CT_TRACE_BLOCKING(CT_API_cuEventSynchronize, CUresult, MISSING, ev.rec.arg[0] = ct_addr(hEvent),
+                      real(hEvent), (void)0);
 }

@@ -27,6 +27,12 @@
  *   ncclGroupStart/End: arg6 the depth before the call
  *   ncclMemAlloc/ncclMemFree: ptr, size (allocations of kind device)
  *   registrations: ptr buffer, size, arg1 handle or window, flags winFlags
+ *
+ * Inits, finalize, destroy, abort, collectives, p2p and ncclGroupEnd can
+ * block (on the other ranks), so they are CT_TRACE_BLOCKING: what their
+ * record knows before the call (the arguments: an init's nranks, rank and
+ * unique-id hash, a collective's comm, count and peer) is in its "entered"
+ * mark, which says after a SIGKILL which call the rank died inside.
  */
 #include <cuda.h>
 #include <nccl.h>
@@ -100,15 +106,21 @@ static uint64_t hash_ids(const ncclUniqueId *ids, int n)
     return ids && n > 0 ? fnv1a(FNV_OFFSET, ids, sizeof *ids * (size_t)n) : 0;
 }
 
+/* What an init's record knows before the call: who it joins. */
+static void record_joining(struct ct_event *ev, int nranks, int rank, uint64_t hash)
+{
+    ev->rec.arg[1] = (uint64_t)(int64_t)nranks;
+    ev->rec.arg[2] = (uint64_t)(int64_t)rank;
+    ev->rec.arg[3] = hash;
+}
+
 /* Fills an init record; remembers the communicator it made. */
 static void record_init(struct ct_event *ev, ncclResult_t rc, const ncclComm_t *made, int nranks,
                         int rank, uint64_t hash)
 {
     uint64_t comm = (rc == ncclSuccess && made) ? ct_addr(*made) : 0;
     ev->rec.ptr = ev->rec.arg[0] = comm;
-    ev->rec.arg[1] = (uint64_t)(int64_t)nranks;
-    ev->rec.arg[2] = (uint64_t)(int64_t)rank;
-    ev->rec.arg[3] = hash;
+    record_joining(ev, nranks, rank, hash);
     if (comm)
         remember_comm(comm, hash);
 }
@@ -134,17 +146,21 @@ CT_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 CT_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     CT_REAL(ncclCommInitRank);
-    CT_TRACE(CT_API_ncclCommInitRank, ncclResult_t, MISSING, real(comm, nranks, commId, rank),
-             record_init(&ev, rc, comm, nranks, rank, hash_ids(&commId, 1)));
+    uint64_t hash = hash_ids(&commId, 1);
+    CT_TRACE_BLOCKING(CT_API_ncclCommInitRank, ncclResult_t, MISSING,
+                      record_joining(&ev, nranks, rank, hash), real(comm, nranks, commId, rank),
+                      record_init(&ev, rc, comm, nranks, rank, hash));
 }
 
 CT_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                               int rank, ncclConfig_t *config)
 {
     CT_REAL(ncclCommInitRankConfig);
-    CT_TRACE(CT_API_ncclCommInitRankConfig, ncclResult_t, MISSING,
-             real(comm, nranks, commId, rank, config),
-             record_init(&ev, rc, comm, nranks, rank, hash_ids(&commId, 1)));
+    uint64_t hash = hash_ids(&commId, 1);
+    CT_TRACE_BLOCKING(CT_API_ncclCommInitRankConfig, ncclResult_t, MISSING,
+                      record_joining(&ev, nranks, rank, hash),
+                      real(comm, nranks, commId, rank, config),
+                      record_init(&ev, rc, comm, nranks, rank, hash));
 }
 
 CT_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank,
@@ -152,9 +168,11 @@ CT_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
                                                 ncclConfig_t *config)
 {
     CT_REAL(ncclCommInitRankScalable);
-    CT_TRACE(CT_API_ncclCommInitRankScalable, ncclResult_t, MISSING,
-             real(newcomm, nranks, myrank, nId, commIds, config),
-             record_init(&ev, rc, newcomm, nranks, myrank, hash_ids(commIds, nId)));
+    uint64_t hash = hash_ids(commIds, nId);
+    CT_TRACE_BLOCKING(CT_API_ncclCommInitRankScalable, ncclResult_t, MISSING,
+                      record_joining(&ev, nranks, myrank, hash),
+                      real(newcomm, nranks, myrank, nId, commIds, config),
+                      record_init(&ev, rc, newcomm, nranks, myrank, hash));
 }
 
 /*
@@ -165,22 +183,34 @@ CT_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks,
 CT_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
     CT_REAL(ncclCommInitAll);
-    CT_TRACE(CT_API_ncclCommInitAll, ncclResult_t, MISSING, real(comm, ndev, devlist), {
-        ev.rec.arg[1] = (uint64_t)(int64_t)ndev;
-        if (rc == ncclSuccess && comm && ev.traced) {
-            /* Ranks of one call share a hash that no other communicator has. */
-            uint64_t hash = fnv1a(FNV_OFFSET, &ev.rec.seq, sizeof ev.rec.seq);
-            hash = fnv1a(hash, &ev.rec.t_ns, sizeof ev.rec.t_ns);
-            ev.rec.arg[3] = hash;
-            for (int i = 0; i < ndev; i++) {
-                struct ct_event member;
-                ct_event_begin_part(&member, CT_API_ncclCommInitAll_comm, CT_CALLER);
-                record_init(&member, ncclSuccess, &comm[i], ndev, i, hash);
-                ct_event_set_device(&member, devlist ? devlist[i] : i);
-                ct_event_end(&member, ncclSuccess);
-            }
-        }
-    });
+    CT_TRACE_BLOCKING(CT_API_ncclCommInitAll, ncclResult_t, MISSING,
+                      ev.rec.arg[1] = (uint64_t)(int64_t)ndev, real(comm, ndev, devlist), {
+                          if (rc == ncclSuccess && comm && ev.traced) {
+                              /* Ranks of one call share a hash that no other communicator has. */
+                              uint64_t hash = fnv1a(FNV_OFFSET, &ev.rec.seq, sizeof ev.rec.seq);
+                              hash = fnv1a(hash, &ev.rec.t_ns, sizeof ev.rec.t_ns);
+                              ev.rec.arg[3] = hash;
+                              for (int i = 0; i < ndev; i++) {
+                                  struct ct_event member;
+                                  ct_event_begin_part(&member, CT_API_ncclCommInitAll_comm,
+                                                      CT_CALLER);
+                                  record_init(&member, ncclSuccess, &comm[i], ndev, i, hash);
+                                  ct_event_set_device(&member, devlist ? devlist[i] : i);
+                                  ct_event_end(&member, ncclSuccess);
+                              }
+                          }
+                      });
+}
+
+/* A split's record before the call: its parent, color, key, and the hash
+ * its group will share (nranks and rank are known only after). */
+static void record_split_args(struct ct_event *ev, ncclComm_t parent, int color, int key,
+                              uint64_t hash)
+{
+    record_joining(ev, -1, -1, hash);
+    ev->rec.arg[4] = ct_addr(parent);
+    ev->rec.arg[5] = (uint64_t)(int64_t)color;
+    ev->rec.arg[6] = (uint64_t)(int64_t)key;
 }
 
 CT_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
@@ -196,33 +226,32 @@ CT_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
         hash = fnv1a(hash, &nth, sizeof nth);
         hash = fnv1a(hash, &color, sizeof color);
     }
-    CT_TRACE(CT_API_ncclCommSplit, ncclResult_t, MISSING, real(comm, color, key, newcomm, config), {
-        int nranks = -1, rank = -1;
-        if (rc == ncclSuccess && newcomm && *newcomm) {
-            __typeof__(&ncclCommCount) count =
-                (__typeof__(&ncclCommCount))ct_resolve(CT_LIB_NCCL, "ncclCommCount");
-            __typeof__(&ncclCommUserRank) user_rank =
-                (__typeof__(&ncclCommUserRank))ct_resolve(CT_LIB_NCCL, "ncclCommUserRank");
-            if (count && count(*newcomm, &nranks) != ncclSuccess)
-                nranks = -1;
-            if (user_rank && user_rank(*newcomm, &rank) != ncclSuccess)
-                rank = -1;
-        }
-        record_init(&ev, rc, newcomm, nranks, rank, hash);
-        ev.rec.arg[4] = ct_addr(comm);
-        ev.rec.arg[5] = (uint64_t)(int64_t)color;
-        ev.rec.arg[6] = (uint64_t)(int64_t)key;
-    });
+    CT_TRACE_BLOCKING(
+        CT_API_ncclCommSplit, ncclResult_t, MISSING, record_split_args(&ev, comm, color, key, hash),
+        real(comm, color, key, newcomm, config), {
+            int nranks = -1, rank = -1;
+            if (rc == ncclSuccess && newcomm && *newcomm) {
+                __typeof__(&ncclCommCount) count =
+                    (__typeof__(&ncclCommCount))ct_resolve(CT_LIB_NCCL, "ncclCommCount");
+                __typeof__(&ncclCommUserRank) user_rank =
+                    (__typeof__(&ncclCommUserRank))ct_resolve(CT_LIB_NCCL, "ncclCommUserRank");
+                if (count && count(*newcomm, &nranks) != ncclSuccess)
+                    nranks = -1;
+                if (user_rank && user_rank(*newcomm, &rank) != ncclSuccess)
+                    rank = -1;
+            }
+            record_init(&ev, rc, newcomm, nranks, rank, hash);
+        });
 }
 
 static ncclResult_t end_comm(const void *caller, enum ct_api api, ncclResult_t (*real)(ncclComm_t),
                              ncclComm_t comm, bool forget)
 {
-    CT_TRACE_AS(caller, api, ncclResult_t, MISSING, real(comm), {
-        ev.rec.arg[0] = ct_addr(comm);
-        if (rc == ncclSuccess && forget)
-            forget_comm(ct_addr(comm));
-    });
+    CT_TRACE_BLOCKING_AS(caller, api, ncclResult_t, MISSING, ev.rec.arg[0] = ct_addr(comm),
+                         real(comm), {
+                             if (rc == ncclSuccess && forget)
+                                 forget_comm(ct_addr(comm));
+                         });
 }
 
 CT_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -305,10 +334,10 @@ CT_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_
                                      cudaStream_t stream)
 {
     CT_REAL(ncclAllReduce);
-    CT_TRACE(
+    CT_TRACE_BLOCKING(
         CT_API_ncclAllReduce, ncclResult_t, MISSING,
-        real(sendbuff, recvbuff, count, datatype, op, comm, stream),
-        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, -1, comm, stream)));
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, -1, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, op, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -316,19 +345,20 @@ CT_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_
                                      cudaStream_t stream)
 {
     CT_REAL(ncclBroadcast);
-    CT_TRACE(CT_API_ncclBroadcast, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, count, datatype, root, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclBroadcast, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                  ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclBcast);
-    CT_TRACE(CT_API_ncclBcast, ncclResult_t, MISSING,
-             real(buff, count, datatype, root, comm, stream),
-             record_transfer(&ev, TRANSFER(buff, buff, count, datatype, -1, root, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclBcast, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(buff, buff, count, datatype, -1, root, comm, stream)),
+        real(buff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -336,20 +366,20 @@ CT_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t c
                                   ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclReduce);
-    CT_TRACE(CT_API_ncclReduce, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, count, datatype, op, root, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, root, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclReduce, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, op, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, op, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclAllGather);
-    CT_TRACE(CT_API_ncclAllGather, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, sendcount, datatype, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream)));
+    CT_TRACE_BLOCKING(CT_API_ncclAllGather, ncclResult_t, MISSING,
+                      record_transfer(&ev, TRANSFER(sendbuff, recvbuff, sendcount, datatype, -1, -1,
+                                                    comm, stream)),
+                      real(sendbuff, recvbuff, sendcount, datatype, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
@@ -357,20 +387,20 @@ CT_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, s
                                          cudaStream_t stream)
 {
     CT_REAL(ncclReduceScatter);
-    CT_TRACE(CT_API_ncclReduceScatter, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream)));
+    CT_TRACE_BLOCKING(CT_API_ncclReduceScatter, ncclResult_t, MISSING,
+                      record_transfer(&ev, TRANSFER(sendbuff, recvbuff, recvcount, datatype, op, -1,
+                                                    comm, stream)),
+                      real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclAlltoAll);
-    CT_TRACE(
+    CT_TRACE_BLOCKING(
         CT_API_ncclAlltoAll, ncclResult_t, MISSING,
-        real(sendbuff, recvbuff, count, datatype, comm, stream),
-        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, -1, comm, stream)));
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, -1, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
@@ -378,10 +408,10 @@ CT_EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t c
                                   cudaStream_t stream)
 {
     CT_REAL(ncclGather);
-    CT_TRACE(CT_API_ncclGather, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, count, datatype, root, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclGather, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
@@ -389,28 +419,30 @@ CT_EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t 
                                    cudaStream_t stream)
 {
     CT_REAL(ncclScatter);
-    CT_TRACE(CT_API_ncclScatter, ncclResult_t, MISSING,
-             real(sendbuff, recvbuff, count, datatype, root, comm, stream),
-             record_transfer(
-                 &ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclScatter, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, recvbuff, count, datatype, -1, root, comm, stream)),
+        real(sendbuff, recvbuff, count, datatype, root, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                 int peer, ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclSend);
-    CT_TRACE(
-        CT_API_ncclSend, ncclResult_t, MISSING, real(sendbuff, count, datatype, peer, comm, stream),
-        record_transfer(&ev, TRANSFER(sendbuff, NULL, count, datatype, -1, peer, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclSend, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(sendbuff, NULL, count, datatype, -1, peer, comm, stream)),
+        real(sendbuff, count, datatype, peer, comm, stream), (void)0);
 }
 
 CT_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                 ncclComm_t comm, cudaStream_t stream)
 {
     CT_REAL(ncclRecv);
-    CT_TRACE(
-        CT_API_ncclRecv, ncclResult_t, MISSING, real(recvbuff, count, datatype, peer, comm, stream),
-        record_transfer(&ev, TRANSFER(NULL, recvbuff, count, datatype, -1, peer, comm, stream)));
+    CT_TRACE_BLOCKING(
+        CT_API_ncclRecv, ncclResult_t, MISSING,
+        record_transfer(&ev, TRANSFER(NULL, recvbuff, count, datatype, -1, peer, comm, stream)),
+        real(recvbuff, count, datatype, peer, comm, stream), (void)0);
 }
 
 /* ---- groups ------------------------------------------------------------------ */
@@ -432,12 +464,12 @@ CT_EXPORT ncclResult_t ncclGroupStart(void)
 CT_EXPORT ncclResult_t ncclGroupEnd(void)
 {
     CT_REAL(ncclGroupEnd);
-    CT_TRACE(CT_API_ncclGroupEnd, ncclResult_t, MISSING, real(), {
-        ev.rec.arg[6] = (uint64_t)group_depth;
-        /* NCCL closes the group even when launching its operations failed. */
-        if (group_depth > 0 && rc != ncclInvalidUsage)
-            group_depth--;
-    });
+    CT_TRACE_BLOCKING(CT_API_ncclGroupEnd, ncclResult_t, MISSING,
+                      ev.rec.arg[6] = (uint64_t)group_depth, real(), {
+                          /* NCCL closes the group even when launching its operations failed. */
+                          if (group_depth > 0 && rc != ncclInvalidUsage)
+                              group_depth--;
+                      });
 }
 
 /* ---- NCCL's own memory and registrations -------------------------------------- */

@@ -19,6 +19,12 @@
  *          cudaMallocFromPoolAsync: pool; cudaGraphInstantiate*: graph
  *   handle the 64-byte IPC handle (cudaIpcGetMemHandle on success;
  *          cudaIpcOpenMemHandle always, the handle it was given)
+ *
+ * The synchronisations (cudaDeviceSynchronize, cudaStreamSynchronize,
+ * cudaEventSynchronize; role synchronize) wait for the GPU, which a hang
+ * on another rank can make wait for ever: they are CT_TRACE_BLOCKING, with
+ * the stream in `stream` and the event in arg0, so a process killed inside
+ * one says so.
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -33,6 +39,7 @@ extern __typeof__(cudaMallocFromPoolAsync) cudaMallocFromPoolAsync_ptsz;
 extern __typeof__(cudaStreamBeginCapture) cudaStreamBeginCapture_ptsz;
 extern __typeof__(cudaStreamEndCapture) cudaStreamEndCapture_ptsz;
 extern __typeof__(cudaGraphLaunch) cudaGraphLaunch_ptsz;
+extern __typeof__(cudaStreamSynchronize) cudaStreamSynchronize_ptsz;
 
 /*
  * Returned, with a one-time warning, when the real function cannot be found:
@@ -343,4 +350,38 @@ CT_EXPORT cudaError_t CUDARTAPI cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, 
 {
     CT_REAL(cudaGraphLaunch_ptsz);
     return launch(CT_CALLER, CT_API_cudaGraphLaunch_ptsz, real, graphExec, stream);
+}
+
+/* ---- synchronisations: calls that can block ---- */
+
+CT_EXPORT cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
+{
+    CT_REAL(cudaDeviceSynchronize);
+    CT_TRACE_BLOCKING(CT_API_cudaDeviceSynchronize, cudaError_t, MISSING, (void)0, real(), (void)0);
+}
+
+static cudaError_t stream_synchronize(const void *caller, enum ct_api api,
+                                      __typeof__(&cudaStreamSynchronize) real, cudaStream_t stream)
+{
+    CT_TRACE_BLOCKING_AS(caller, api, cudaError_t, MISSING, ev.rec.stream = ct_addr(stream),
+                         real(stream), (void)0);
+}
+
+CT_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
+{
+    CT_REAL(cudaStreamSynchronize);
+    return stream_synchronize(CT_CALLER, CT_API_cudaStreamSynchronize, real, stream);
+}
+
+CT_EXPORT cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+    CT_REAL(cudaStreamSynchronize_ptsz);
+    return stream_synchronize(CT_CALLER, CT_API_cudaStreamSynchronize_ptsz, real, stream);
+}
+
+CT_EXPORT cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event)
+{
+    CT_REAL(cudaEventSynchronize);
+    CT_TRACE_BLOCKING(CT_API_cudaEventSynchronize, cudaError_t, MISSING,
+                      ev.rec.arg[0] = ct_addr(event), real(event), (void)0);
 }

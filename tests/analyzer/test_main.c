@@ -24,6 +24,7 @@ Suite *ls_suite(void);              /* test_ls.c */
 Suite *clocks_suite(void);          /* test_clocks.c */
 Suite *ancestors_suite(void);       /* test_ancestors.c */
 Suite *manifest_suite(void);        /* test_manifest.c */
+Suite *inflight_suite(void);        /* test_inflight.c */
 
 int main(void)
 {
@@ -58,6 +59,7 @@ int main(void)
     srunner_add_suite(runner, ancestors_suite());
     srunner_add_suite(runner, pack_suite());
     srunner_add_suite(runner, manifest_suite());
+    srunner_add_suite(runner, inflight_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

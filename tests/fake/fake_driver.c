@@ -26,6 +26,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1 /* declares the _v1 and _ptsz variants too */
 #include <cuda.h>
 
+#include "fake_block.h"
 #include "fake_state.h"
 
 #include <assert.h>
@@ -1579,11 +1580,13 @@ static CUresult ctx_sync(CUcontext ctx)
 
 CUresult cuCtxSynchronize(void)
 {
+    FAKE_BLOCK_POINT("cuCtxSynchronize");
     return ctx_sync(NULL);
 }
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
+    FAKE_BLOCK_POINT("cuCtxSynchronize");
     return ctx_sync(ctx);
 }
 
@@ -1908,12 +1911,103 @@ static CUresult stream_sync(CUstream h, int ptsz)
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
+    FAKE_BLOCK_POINT("cuStreamSynchronize");
     return stream_sync(hStream, 0);
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
+    FAKE_BLOCK_POINT("cuStreamSynchronize");
     return stream_sync(hStream, 1);
+}
+
+/*
+ * Events: nothing runs on a simulated device, so an event is complete as
+ * soon as it is recorded; they exist so that programs can wait on them
+ * (cuEventSynchronize, a blocking point). Kept in a list like streams, so a
+ * destroyed or foreign handle is CUDA_ERROR_INVALID_HANDLE.
+ */
+#define MAGIC_EVENT 0x45564e54u
+struct CUevent_st {
+    uint32_t magic;
+    struct CUctx_st *ctx;
+    unsigned flags;
+    int recorded;
+    struct CUevent_st *next;
+};
+static struct CUevent_st *g_events;
+
+static struct CUevent_st *event_lookup(CUevent h)
+{
+    for (struct CUevent_st *e = g_events; e; e = e->next)
+        if (e == h && e->magic == MAGIC_EVENT)
+            return e;
+    return NULL;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    CUresult r = enter();
+    struct CUctx_st *c;
+    struct CUevent_st *e = NULL;
+    if (r == CUDA_SUCCESS && !phEvent)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        r = current_ctx(&c, 1);
+    if (r == CUDA_SUCCESS && !(e = calloc(1, sizeof *e)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        *e = (struct CUevent_st){.magic = MAGIC_EVENT, .ctx = c, .flags = Flags, .next = g_events};
+        g_events = e;
+        *phEvent = e;
+    }
+    unlock();
+    return r;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    CUresult r = enter();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? event_lookup(hEvent) : NULL;
+    struct stream_ref sr;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS)
+        r = resolve_stream(hStream, 0, &sr);
+    if (r == CUDA_SUCCESS)
+        e->recorded = 1;
+    unlock();
+    return r;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    FAKE_BLOCK_POINT("cuEventSynchronize");
+    CUresult r = enter();
+    if (r == CUDA_SUCCESS && !event_lookup(hEvent))
+        r = CUDA_ERROR_INVALID_HANDLE;
+    unlock();
+    return r;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult r = enter();
+    struct CUevent_st *e = r == CUDA_SUCCESS ? event_lookup(hEvent) : NULL;
+    if (r == CUDA_SUCCESS && !e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    if (r == CUDA_SUCCESS) {
+        for (struct CUevent_st **pp = &g_events; *pp; pp = &(*pp)->next) {
+            if (*pp == e) {
+                *pp = e->next;
+                break;
+            }
+        }
+        e->magic = 0;
+        free(e);
+    }
+    unlock();
+    return r;
 }
 
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptsz)
@@ -2930,6 +3024,10 @@ static const struct proc_entry g_procs[] = {
     P("cuStreamDestroy", 2000, cuStreamDestroy),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     P("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuEventCreate", 2000, cuEventCreate),
+    P("cuEventRecord", 2000, cuEventRecord),
+    P("cuEventSynchronize", 2000, cuEventSynchronize),
+    P("cuEventDestroy", 4000, cuEventDestroy_v2),
     PT("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
     P("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
     PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture_ptsz),

@@ -35,6 +35,8 @@
 #include <cuda.h>
 #include <nccl.h>
 
+#include "fake_block.h"
+
 #include <assert.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -1646,6 +1648,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
                               const ncclConfig_t *config, const char *fn)
 {
     lib_init();
+    FAKE_BLOCK_POINT(fn);
     if (!out) {
         WARN("%s: comm argument is NULL", fn);
         return ncclInvalidArgument;
@@ -2207,6 +2210,7 @@ static ncclResult_t coll_check(const char *fn, int what, const void *sendbuff, c
                                ncclComm_t comm)
 {
     lib_init();
+    FAKE_BLOCK_POINT(fn);
     ncclResult_t r = comm_check(comm, fn, t_group.depth > 0 ? CHECK_ALLOW_PENDING : 0);
     if (r != ncclSuccess)
         return group_note(r);
@@ -2414,6 +2418,7 @@ static ncclResult_t group_end(const char *fn)
 
 ncclResult_t pncclGroupEnd(void)
 {
+    FAKE_BLOCK_POINT("ncclGroupEnd");
     return group_end("ncclGroupEnd");
 }
 NCCL_ALIAS(ncclGroupEnd);

@@ -23,6 +23,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "fake_block.h"
+
 #include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -103,6 +105,10 @@
     X(streamDestroy, "cuStreamDestroy", cuStreamDestroy_v2, 0)                                     \
     X(streamSynchronize, "cuStreamSynchronize", cuStreamSynchronize, 0)                            \
     X(streamSynchronize_ptsz, "cuStreamSynchronize", cuStreamSynchronize_ptsz, 1)                  \
+    X(eventCreate, "cuEventCreate", cuEventCreate, 0)                                              \
+    X(eventRecord, "cuEventRecord", cuEventRecord, 0)                                              \
+    X(eventSynchronize, "cuEventSynchronize", cuEventSynchronize, 0)                               \
+    X(eventDestroy, "cuEventDestroy", cuEventDestroy_v2, 0)                                        \
     X(beginCapture, "cuStreamBeginCapture", cuStreamBeginCapture_v2, 0)                            \
     X(beginCapture_ptsz, "cuStreamBeginCapture", cuStreamBeginCapture_v2_ptsz, 1)                  \
     X(endCapture, "cuStreamEndCapture", cuStreamEndCapture, 0)                                     \
@@ -557,6 +563,7 @@ cudaError_t cudaDeviceReset(void)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    FAKE_BLOCK_POINT("cudaDeviceSynchronize");
     cudaError_t e = ensure_ctx();
     if (e == cudaSuccess)
         e = from_driver(CTX_SYNCHRONIZE());
@@ -1044,12 +1051,48 @@ static cudaError_t stream_sync(cudaStream_t stream, int ptsz)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
+    FAKE_BLOCK_POINT("cudaStreamSynchronize");
     return ret(stream_sync(stream, 0));
 }
 
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
+    FAKE_BLOCK_POINT("cudaStreamSynchronize");
     return ret(stream_sync(stream, 1));
+}
+
+/* Events, through the driver's (complete once recorded: docs/fakes.md). */
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    cudaError_t e = ensure_ctx();
+    if (e == cudaSuccess)
+        e = from_driver(D.eventCreate((CUevent *)event, CU_EVENT_DEFAULT));
+    return ret(e);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    cudaError_t e = ensure_ctx();
+    if (e == cudaSuccess)
+        e = from_driver(D.eventRecord((CUevent)event, (CUstream)stream));
+    return ret(e);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    FAKE_BLOCK_POINT("cudaEventSynchronize");
+    cudaError_t e = ensure_ctx();
+    if (e == cudaSuccess)
+        e = from_driver(D.eventSynchronize((CUevent)event));
+    return ret(e);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    cudaError_t e = ensure_ctx();
+    if (e == cudaSuccess)
+        e = from_driver(D.eventDestroy((CUevent)event));
+    return ret(e);
 }
 
 /* The capture enums share their values with the driver's. */

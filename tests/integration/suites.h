@@ -21,6 +21,7 @@
  * multiprocessing spawn, forkserver or fork: the ancestors' command lines).
  * pack (a killed run packed by `cutrace pack` and read elsewhere, several
  * directories as one run).
+ * entered (ranks killed inside blocking NCCL calls: calls that never returned).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -45,5 +46,6 @@ Suite *order_suite(void);
 Suite *fds_suite(void);
 Suite *launch_suite(void);
 Suite *pack_suite(void);
+Suite *entered_suite(void);
 
 #endif

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "share_id.h"
+
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         if ((call) != 0) {                                                                         \
@@ -28,34 +30,6 @@
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
-
-static char id_path[4096];
-
-static int share_id(int rank, ncclUniqueId *id)
-{
-    char tmp[4200];
-    if (rank == 0) {
-        if (ncclGetUniqueId(id) != ncclSuccess)
-            return -1;
-        snprintf(tmp, sizeof tmp, "%s.tmp", id_path);
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0)
-            return -1;
-        return rename(tmp, id_path);
-    }
-    for (int i = 0; i < 4000; i++) {
-        FILE *f = fopen(id_path, "rb");
-        if (f) {
-            size_t n = fread(id, sizeof *id, 1, f);
-            fclose(f);
-            if (n == 1)
-                return 0;
-        }
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return -1;
-}
 
 static int run_rank(int rank, int nranks, int iters, int short_rank)
 {

@@ -317,6 +317,61 @@ START_TEST(test_attach_rejects_foreign_memory)
 }
 END_TEST
 
+static void count_mark(const struct ct_record *rec, void *arg)
+{
+    uint64_t *seqs = arg;
+    seqs[seqs[0]++ + 1] = rec->seq;
+}
+
+/* Entered marks: taken, found by a scan (never a mark half written or
+ * freed), freed, counted when there is none left; a ring 6 has none. */
+START_TEST(test_entered_marks)
+{
+    struct ct_ring ring;
+    void *mem = make_ring(&ring, 8);
+    ck_assert_uint_eq(ct_ring_marks_taken(&ring), 0);
+    struct ct_record a = rec_with(7), b = rec_with(9);
+    struct ct_mark *ma = ct_ring_mark_enter(&ring, &a);
+    struct ct_mark *mb = ct_ring_mark_enter(&ring, &b);
+    ck_assert_ptr_nonnull(ma);
+    ck_assert_ptr_nonnull(mb);
+    ck_assert_ptr_ne(ma, mb);
+    ck_assert_uint_eq(ct_ring_marks_taken(&ring), 2);
+    uint64_t seqs[CT_RING_MARKS + 1] = {0};
+    ck_assert_uint_eq(ct_ring_scan_marks(&ring, count_mark, seqs), 2);
+    ck_assert(seqs[0] == 2 && seqs[1] + seqs[2] == 16);
+    /* A mark being written (or whose state and record disagree) is skipped. */
+    __atomic_store_n(&mb->state, CT_MARK_WRITING, __ATOMIC_RELEASE);
+    memset(seqs, 0, sizeof seqs);
+    ck_assert_uint_eq(ct_ring_scan_marks(&ring, count_mark, seqs), 1);
+    ck_assert_uint_eq(seqs[1], 7);
+    __atomic_store_n(&mb->state, CT_MARK_STATE(10), __ATOMIC_RELEASE);
+    ck_assert_uint_eq(ct_ring_scan_marks(&ring, count_mark, seqs), 1);
+    ct_ring_mark_leave(ma);
+    ct_ring_mark_leave(mb);
+    ck_assert_uint_eq(ct_ring_marks_taken(&ring), 0);
+    ck_assert_uint_eq(ct_ring_scan_marks(&ring, count_mark, seqs), 0);
+    /* Every mark taken: the next blocking call gets none, and is counted. */
+    struct ct_mark *all[CT_RING_MARKS];
+    for (unsigned i = 0; i < CT_RING_MARKS; i++) {
+        struct ct_record r = rec_with(100 + i);
+        all[i] = ct_ring_mark_enter(&ring, &r);
+        ck_assert_ptr_nonnull(all[i]);
+    }
+    ck_assert_ptr_null(ct_ring_mark_enter(&ring, &a));
+    ck_assert_uint_eq(((struct ct_ring_header *)mem)->unmarked, 1);
+    for (unsigned i = 0; i < CT_RING_MARKS; i++)
+        ct_ring_mark_leave(all[i]);
+    /* A ring 6 (no marks after its slots) attaches with none. */
+    ((struct ct_ring_header *)mem)->version = 6;
+    ck_assert(ct_ring_attach(&ring, mem, ct_ring_file_bytes(6, 8)));
+    ck_assert_ptr_null(ring.marks);
+    ck_assert_ptr_null(ct_ring_mark_enter(&ring, &a));
+    ck_assert_uint_eq(ct_ring_scan_marks(&ring, count_mark, seqs), 0);
+    free(mem);
+}
+END_TEST
+
 enum { PRODUCERS = 32, PER_PRODUCER = 20000 };
 
 struct producer {
@@ -390,6 +445,7 @@ Suite *ring_suite(void)
     tcase_add_test(tc, test_waiting_producer_holds_no_ticket);
     tcase_add_test(tc, test_handler_inside_a_push_waits_for_space_but_never_for_itself);
     tcase_add_test(tc, test_attach_rejects_foreign_memory);
+    tcase_add_test(tc, test_entered_marks);
     tcase_add_test(tc, test_many_producers_lose_nothing_and_keep_thread_order);
     suite_add_tcase(s, tc);
     return s;
