@@ -117,7 +117,7 @@ START_TEST(test_marks_fold_into_inflight_rows)
     /* The model: one call in flight, dated from the heartbeat. */
     struct trace_set set;
     struct gm_model m;
-    ck_assert_int_eq(gm_open_run(&m, &set, dir, 0), 0);
+    ck_assert_int_eq(gm_open_run(&m, &set, (const char *const[]){dir}, 1, 0), 0);
     ck_assert_uint_eq(m.procs[0].ninflight, 1);
     const struct gm_inflight *c = gm_stuck_call(&m.procs[0]);
     ck_assert_ptr_nonnull(c);

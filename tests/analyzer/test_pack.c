@@ -213,7 +213,11 @@ START_TEST(test_pack_keeps_the_manifest_and_what_traces_redact)
     fixture_env(f, "HF_TOKEN", "<redacted>");
     fixture_call(f, CT_API_cudaMalloc, 0, 0x1000, 4096, 0);
     fixture_close(f);
-    static const char manifest[] = "{\"command\": [\"python\", \"-m\", \"x\"]}\n";
+    /* A manifest as cutrace run writes it (model/manifest.h): the pack
+     * checks it by parsing, then keeps its text byte for byte. */
+    static const char manifest[] =
+        "{\"format\": 1, \"cutrace_version\": \"0.1.0\", \"argv\": [\"python\", \"-m\", \"x\"],"
+        " \"env\": {}, \"host\": \"node1\", \"pid\": 7, \"start_wall_ns\": 1000}\n";
     char *mpath = NULL, *out = NULL;
     ck_assert_int_ge(asprintf(&mpath, "%s/manifest.json", dir), 0);
     write_file(mpath, manifest, strlen(manifest));
