@@ -618,6 +618,7 @@ void summary_build(struct summary_report *r, const struct gm_model *m, const cha
 {
     memset(r, 0, sizeof(*r));
     r->path = path;
+    r->model = m;
     r->nprocesses = m->nprocs;
     r->processes = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*r->processes));
     for (size_t i = 0; i < m->nprocs; i++) {

@@ -175,6 +175,7 @@ struct gpu_report {
 
 struct summary_report {
     const char *path;
+    const struct gm_model *model;     /* what it was built from (its clocks) */
     struct process_report *processes; /* the model's report order */
     size_t nprocesses;
     struct gpu_report *gpus; /* by uuid */

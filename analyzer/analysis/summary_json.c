@@ -7,6 +7,7 @@
  * diff's renderings are, so that cmd/summary.c holds the options and text.
  */
 #include "analysis/summary.h"
+#include "model/clocks.h"
 #include "model/errnames.h"
 #include "out/json.h"
 #include "out/units.h"
@@ -314,6 +315,7 @@ void summary_print_json(const struct summary_report *r, FILE *out)
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "summary");
     json_kv_string(&w, "path", r->path);
+    gm_clocks_json(&w, r->model);
     json_key(&w, "processes");
     json_array_begin(&w);
     for (size_t i = 0; i < r->nprocesses; i++)

@@ -15,6 +15,7 @@
 #include "analysis/coll_inflight.h"
 #include "analysis/collectives.h"
 #include "cli.h"
+#include "model/clocks.h"
 #include "model/errnames.h"
 #include "model/filter.h"
 #include "model/nccl.h"
@@ -611,6 +612,7 @@ static void print_json(const struct listing *ls)
     json_kv_string(&w, "cutrace_version", CUTRACE_VERSION);
     json_kv_string(&w, "report", "collectives");
     json_kv_string(&w, "path", r->path);
+    gm_clocks_json(&w, &r->model);
     json_key(&w, "processes");
     json_array_begin(&w);
     for (size_t i = 0; i < r->nprocs; i++) {

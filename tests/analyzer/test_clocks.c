@@ -212,6 +212,17 @@ START_TEST(test_json_and_csv)
     ck_assert_msg(strstr(r.out, "note: clocks of 2 hosts aligned on node1's"), "%.3000s", r.out);
     proc_result_free(&r);
 
+    /* Every report with times carries it: summary and collectives too. */
+    const char *others[][5] = {{"summary", dir, "--json", NULL},
+                               {"collectives", dir, "--json", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        r = run_ok(others[i]);
+        json = compact(r.out);
+        ck_assert_msg(strstr(json, want), "%s JSON lacks %s", others[i][0], want);
+        free(json);
+        proc_result_free(&r);
+    }
+
     char *other = two_host_run(OFFSET_NS, false);
     const char *diff[] = {"diff", dir, other, "--json", NULL};
     r = run_ok(diff);
