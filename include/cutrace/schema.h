@@ -269,6 +269,7 @@
  * no such table; both are made IF NOT EXISTS so a fold can add them to a
  * trace that lacks them.
  */
+// clang-format off
 #define CT_SCHEMA_INFLIGHT_SQL                                                                     \
     "CREATE TABLE IF NOT EXISTS inflight(seq INTEGER PRIMARY KEY, parent_seq INTEGER,"             \
     " t_ns INTEGER NOT NULL, tid INTEGER NOT NULL, api_id INTEGER NOT NULL,"                       \
@@ -278,6 +279,7 @@
     " arg3 INTEGER NOT NULL, arg4 INTEGER NOT NULL, arg5 INTEGER NOT NULL,"                        \
     " arg6 INTEGER NOT NULL, arg7 INTEGER NOT NULL, caller INTEGER NOT NULL);\n"                   \
     CT_INFLIGHT_VIEW_SQL(CT_ONE_Q, CT_ONE_A)
+// clang-format on
 
 /* The inflight_calls view, for a trace or a pack (CT_VIEWS_SQL says how). */
 // clang-format off
