@@ -49,6 +49,15 @@ static const struct python *main_python(void)
     return npythons ? &pythons[npythons - 1] : NULL;
 }
 
+/* main_python(), or NULL said to be a skip. */
+static const struct python *main_python_or_skip(void)
+{
+    const struct python *py = main_python();
+    if (!py)
+        fprintf(stderr, "launch: skipped: no CPython 3.10 or later\n");
+    return py;
+}
+
 static void launch_world(struct world *w)
 {
     world_init(w);
@@ -370,11 +379,9 @@ static const char *const methods[] = {"spawn", "forkserver", "fork"};
 /* Every start method on the main interpreter. */
 START_TEST(test_start_methods)
 {
-    const struct python *py = main_python();
-    if (!py) {
-        fprintf(stderr, "launch: skipped: no CPython 3.10 or later\n");
+    const struct python *py = main_python_or_skip();
+    if (!py)
         return;
-    }
     struct world w;
     launch_world(&w);
     run_server(&w, py, methods[_i], false);
@@ -437,11 +444,9 @@ static struct run collectives_when_folded(struct world *w)
  */
 START_TEST(test_killed_inside_init)
 {
-    const struct python *py = main_python();
-    if (!py) {
-        fprintf(stderr, "launch: skipped: no CPython 3.10 or later\n");
+    const struct python *py = main_python_or_skip();
+    if (!py)
         return;
-    }
     const char *method = methods[_i];
     struct world w;
     launch_world(&w);
@@ -521,11 +526,9 @@ static const char *runs_dir(const struct world *w)
  */
 START_TEST(test_methods_under_cutrace_run)
 {
-    const struct python *py = main_python();
-    if (!py) {
-        fprintf(stderr, "launch: skipped: no CPython 3.10 or later\n");
+    const struct python *py = main_python_or_skip();
+    if (!py)
         return;
-    }
     struct world w;
     launch_world(&w);
     /* As a user starts it: cutrace run sets CUTRACE_DIR, nothing above it. */
@@ -606,11 +609,9 @@ END_TEST
  * are alike: diff must name the flag. */
 START_TEST(test_diff_names_the_launchers_flag)
 {
-    const struct python *py = main_python();
-    if (!py) {
-        fprintf(stderr, "launch: skipped: no CPython 3.10 or later\n");
+    const struct python *py = main_python_or_skip();
+    if (!py)
         return;
-    }
     struct world a, b;
     launch_world(&a);
     launch_world(&b);
