@@ -400,10 +400,10 @@ static void sleep_100ms(void)
     nanosleep(&ts, NULL);
 }
 
-/* The pids of the TP workers blocked in their call, as the fake NCCL notes
- * them in `note` (polled, not timed: the bound only ends a test whose
- * workers never get there). */
-static void wait_blocked(const char *note, int blocked[TP])
+/* How many of the TP workers are blocked in their call, their pids in
+ * blocked[], as the fake NCCL notes them in `note` (polled, not timed: the
+ * bound only ends a test whose workers never get there). */
+static size_t wait_blocked(const char *note, int blocked[TP])
 {
     size_t n = 0;
     for (int attempt = 0; attempt < 600 && n < TP; attempt++) {
@@ -415,7 +415,7 @@ static void wait_blocked(const char *note, int blocked[TP])
         if (f)
             fclose(f);
     }
-    ck_assert_msg(n == TP, "only %zu of %d workers blocked in ncclCommInitRank", n, TP);
+    return n;
 }
 
 /* Once the kernel has ended the workers (a little after the launcher), no
@@ -459,9 +459,12 @@ START_TEST(test_killed_inside_init)
     server_argv(argv, py, method, "--own-process-group");
     pid_t launcher = spawn_prog(&w, true, argv);
     int blocked[TP];
-    wait_blocked(note, blocked);
-    ck_assert_int_eq(kill(-launcher, SIGKILL), 0); /* its group: it set one up at its start */
+    size_t nblocked = wait_blocked(note, blocked);
+    /* The whole group, whether or not they got there: nothing is left hanging. */
+    ck_assert_int_eq(kill(-launcher, SIGKILL), 0); /* it set up its group at its start */
     ck_assert_int_eq(wait_prog(launcher, 60), 128 + SIGKILL);
+    ck_assert_msg(nblocked == TP, "%s: only %zu of %d workers blocked in ncclCommInitRank", method,
+                  nblocked, TP);
 
     struct run r = collectives_when_folded(&w);
     ck_assert_msg(!strstr(r.out, "no NCCL communicators or calls"), "%s", r.out);
