@@ -227,6 +227,56 @@ size_t count_lines(const char *s)
     return n;
 }
 
+size_t count_occurrences(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+char *replace_all(const char *text, const char *from, const char *to)
+{
+    size_t n = strlen(from), len = 0, cap = strlen(text) + 1;
+    char *out = malloc(cap);
+    for (const char *p = text; *p;) {
+        bool hit = strncmp(p, from, n) == 0;
+        size_t add = hit ? strlen(to) : 1;
+        if (len + add + 1 > cap)
+            out = realloc(out, cap = 2 * (len + add + 1));
+        memcpy(out + len, hit ? to : p, add);
+        len += add;
+        p += hit ? n : 1;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+char *report_without_paths(struct world *w, const char *const args[], const char *path,
+                           const char *trace_prefix, int *status)
+{
+    const char *full[10];
+    size_t n = 0;
+    for (; args[n]; n++)
+        full[n] = args[n];
+    full[n++] = path;
+    full[n] = NULL;
+    struct run r = harness_cutrace(w, full);
+    *status = r.status;
+    char header[4600];
+    snprintf(header, sizeof header, "%s: ", path); /* "report of PATH: ..." */
+    char *h = replace_all(r.out, header, "RUN: ");
+    char *a = replace_all(h, trace_prefix, "RUN/");
+    free(h);
+    char *b = replace_all(a, path, "RUN");
+    /* The traces' environment names the run's directory (CUTRACE_DIR). */
+    char *c = replace_all(b, w->trace_dir, "RUN");
+    free(a);
+    free(b);
+    run_free(&r);
+    return c;
+}
+
 const char *source_path(const char *rel)
 {
     static char slots[8][4096];

@@ -67,12 +67,29 @@ void free_list(char **paths, size_t n);
 /* Number of non-empty lines in s. */
 size_t count_lines(const char *s);
 
+/* How many times needle occurs in text (not overlapping). */
+size_t count_occurrences(const char *text, const char *needle);
+
+/* text with every `from` replaced by `to` (malloc'd). */
+char *replace_all(const char *text, const char *from, const char *to);
+
 /* <source tree>/<rel>, absolute (CUTRACE_TEST_SRC). Static buffer per call
  * slot (up to 8 live). */
 const char *source_path(const char *rel);
 
 /* `build/cutrace args...` (NULL-ended, at most 10), untraced, within 120 s. */
 struct run harness_cutrace(struct world *w, const char *const args[]);
+
+/*
+ * `cutrace ARGS... PATH`'s stdout with its spellings of where the run is
+ * taken out, so that the reports of one run read from two places (a
+ * directory, a pack of it copied elsewhere) compare equal: "PATH: " becomes
+ * "RUN: ", trace_prefix (the traces' prefix in file names: "DIR/",
+ * "PACK:") "RUN/", PATH and the world's trace directory (CUTRACE_DIR in
+ * the traces' environment) "RUN". Malloc'd; *status is cutrace's.
+ */
+char *report_without_paths(struct world *w, const char *const args[], const char *path,
+                           const char *trace_prefix, int *status);
 
 /*
  * The value at a JSON path ("$.jobs[0].ranks[0].pre.seq", SQLite's

@@ -55,24 +55,6 @@ static int count_suffix(const char *dir, const char *suffix)
     return n;
 }
 
-/* text with every `from` replaced by `to` (malloc'd). */
-static char *replace_all(const char *text, const char *from, const char *to)
-{
-    size_t n = strlen(from), len = 0, cap = strlen(text) + 1;
-    char *out = malloc(cap);
-    for (const char *p = text; *p;) {
-        bool hit = strncmp(p, from, n) == 0;
-        size_t add = hit ? strlen(to) : 1;
-        if (len + add + 1 > cap)
-            out = realloc(out, cap = 2 * (len + add + 1));
-        memcpy(out + len, hit ? to : p, add);
-        len += add;
-        p += hit ? n : 1;
-    }
-    out[len] = '\0';
-    return out;
-}
-
 /*
  * A 4-rank NCCL job that finished, and one process killed by SIGKILL while
  * it makes calls, its ring and -wal left in the trace directory. The
@@ -109,32 +91,6 @@ static void killed_run(struct world *w)
     ck_assert_int_eq(count_suffix(w->trace_dir, ".ring"), 1);
     ck_assert_int_eq(count_suffix(w->trace_dir, ".db-wal"), 1);
     ck_assert_int_eq(count_suffix(w->trace_dir, ".db"), 5);
-}
-
-/* A report's output on `path`, its spelling of the path taken out. */
-static char *report_of(struct world *w, const char *const args[], const char *path,
-                       const char *trace_prefix, int *status)
-{
-    const char *full[10];
-    size_t n = 0;
-    for (; args[n]; n++)
-        full[n] = args[n];
-    full[n++] = path;
-    full[n] = NULL;
-    struct run r = harness_cutrace(w, full);
-    *status = r.status;
-    char header[4600];
-    snprintf(header, sizeof header, "%s: ", path); /* "report of PATH: ..." */
-    char *h = replace_all(r.out, header, "RUN: ");
-    char *a = replace_all(h, trace_prefix, "RUN/");
-    free(h);
-    char *b = replace_all(a, path, "RUN");
-    /* The traces' environment names the run's directory (CUTRACE_DIR). */
-    char *c = replace_all(b, w->trace_dir, "RUN");
-    free(a);
-    free(b);
-    run_free(&r);
-    return c;
 }
 
 START_TEST(test_killed_run_packed_and_read_elsewhere)
@@ -190,8 +146,8 @@ START_TEST(test_killed_run_packed_and_read_elsewhere)
     };
     for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
         int status_dir, status_pack;
-        char *a = report_of(&w, reports[i], w.trace_dir, dir_prefix, &status_dir);
-        char *b = report_of(&w, reports[i], moved, pack_prefix, &status_pack);
+        char *a = report_without_paths(&w, reports[i], w.trace_dir, dir_prefix, &status_dir);
+        char *b = report_without_paths(&w, reports[i], moved, pack_prefix, &status_pack);
         ck_assert_int_eq(status_dir, status_pack);
         ck_assert_msg(strcmp(a, b) == 0, "%s differs:\n%.1500s\n---\n%.1500s", reports[i][0], a, b);
         free(a);

@@ -15,11 +15,13 @@ do, and starts as SGLang's model runner does: cudaSetDevice(rank), the NCCL
 communicator (rank 0's unique id handed to the others through a queue, as
 torch's store would), with --enable-custom-all-reduce its IPC staging
 buffers, the pre-load measurement (cudaMemGetInfo), the weights, the
-post-load measurement, the KV pool, then the teardown.
+post-load measurement, the KV pool, then the teardown. Each worker has
+RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE in its environment, as
+torch-style launchers give them.
 
     spawn_server.py --method spawn|forkserver|fork [--tp N]
                     [--mem-fraction-static F] [--enable-custom-all-reduce]
-                    [--api-key KEY] [--model-path PATH]
+                    [--api-key KEY] [--model-path PATH] [--own-process-group]
 
 Prints one line per rank, in rank order ("rank R: pre_free=... post_free=..."),
 and exits 0 when every worker did.
@@ -27,6 +29,7 @@ and exits 0 when every worker did.
 import argparse
 import ctypes
 import multiprocessing
+import os
 import queue
 import sys
 
@@ -52,6 +55,10 @@ def check(what, rc):
 
 
 def worker(rank, args, ids, results):
+    # What torch-style launchers give each worker, set before the first CUDA
+    # call (the trace reads the environment when it is made, at that call).
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.tp),
+                      LOCAL_WORLD_SIZE=str(args.tp))
     cudart = ctypes.CDLL("libcudart.so.12")
     nccl = ctypes.CDLL("libnccl.so.2")
     kept = []
@@ -105,7 +112,12 @@ def main():
     parser.add_argument("--enable-custom-all-reduce", action="store_true")
     parser.add_argument("--api-key")
     parser.add_argument("--model-path", default="fake/model")
+    parser.add_argument("--own-process-group", action="store_true",
+                        help="lead a process group of its own (the forkserver and the workers"
+                        " join it), so that a test can kill the whole server at once")
     args = parser.parse_args()
+    if args.own_process_group:
+        os.setpgid(0, 0)
     context = multiprocessing.get_context(args.method)
     ids, results = context.Queue(), context.Queue()
     procs = [context.Process(target=worker, args=(rank, args, ids, results))
