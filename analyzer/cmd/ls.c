@@ -171,14 +171,14 @@ static void fill_row(const struct gm_model *m, uint32_t proc, struct row *r)
 {
     const struct gm_process *p = &m->procs[proc];
     r->proc = proc;
-    r->has_rank = p->has_rank;
-    r->rank = p->rank;
+    int64_t nranks = -1;
+    r->has_rank = gm_process_rank(p, &r->rank, &nranks);
     r->has_env_rank = env_int(p, "RANK", &r->env_rank);
     r->has_local = env_int(p, "LOCAL_RANK", &r->local_rank);
     r->has_world = env_int(p, "WORLD_SIZE", &r->world);
-    if (!r->has_world && p->has_rank) {
+    if (!r->has_world && r->has_rank) {
         r->has_world = true;
-        r->world = p->world_nranks;
+        r->world = nranks;
     }
     size_t o = 0;
     r->gpus[0] = '\0';

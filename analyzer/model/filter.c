@@ -35,10 +35,11 @@ char *gm_filter_what_there_is(const struct gm_model *m, const struct cli_report_
     char *text = xstrdup("");
     if (o->rank) {
         int64_t lo = INT64_MAX, hi = -1;
+        int64_t rank;
         for (size_t i = 0; i < m->nprocs; i++)
-            if (m->procs[i].has_rank) {
-                lo = m->procs[i].rank < lo ? m->procs[i].rank : lo;
-                hi = m->procs[i].rank > hi ? m->procs[i].rank : hi;
+            if (gm_process_rank(&m->procs[i], &rank, NULL)) {
+                lo = rank < lo ? rank : lo;
+                hi = rank > hi ? rank : hi;
             }
         char *next = hi < 0 ? xasprintf("%sno process has a rank", text)
                             : xasprintf("%sranks %" PRId64 " to %" PRId64, text, lo, hi);
@@ -102,8 +103,9 @@ int gm_filter_init(struct gm_filter *f, const struct gm_model *m, const struct c
     for (size_t i = 0; i < m->nprocs; i++) {
         const struct gm_process *p = &m->procs[i];
         bool ok = true;
+        int64_t rank;
         if (o->rank)
-            ok = ok && p->has_rank && cli_ranges_contain(ranks, nranks, p->rank);
+            ok = ok && gm_process_rank(p, &rank, NULL) && cli_ranges_contain(ranks, nranks, rank);
         if (o->pid)
             ok = ok && cli_ranges_contain(pids, npids, p->pid);
         if (o->host)

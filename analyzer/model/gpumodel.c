@@ -72,6 +72,29 @@ char *gm_process_name(char *buf, size_t size, const struct gm_process *p)
     return buf;
 }
 
+bool gm_process_rank(const struct gm_process *p, int64_t *rank, int64_t *nranks)
+{
+    int64_t r = -1, n = -1;
+    if (p->has_rank) {
+        r = p->rank;
+        n = p->world_nranks;
+    } else {
+        for (size_t i = 0; i < p->ninflight && r < 0; i++) {
+            const struct gm_inflight *c = &p->inflight[i];
+            if (c->init && c->rank >= 0 && c->nranks > c->rank) {
+                r = c->rank;
+                n = c->nranks;
+            }
+        }
+    }
+    if (r < 0)
+        return false;
+    *rank = r;
+    if (nranks)
+        *nranks = n;
+    return true;
+}
+
 const char *gm_launch_line(const struct gm_model *m, const struct gm_process *p, size_t i)
 {
     if (i == 0)

@@ -413,6 +413,14 @@ struct json_writer;
 void gm_inflight_json(struct json_writer *w, const struct gm_model *m, const struct gm_process *p,
                       const struct gm_inflight *c);
 
+/*
+ * The process's NCCL rank: its rank in its largest successful communicator
+ * (has_rank), or, for one that never finished an init, the rank the init
+ * it was inside asked for (a rank that hung or died in ncclCommInitRank is
+ * still rank 3 of 8). False with neither; nranks may be NULL.
+ */
+bool gm_process_rank(const struct gm_process *p, int64_t *rank, int64_t *nranks);
+
 /* The api name of an event ("" for none). */
 const char *gm_api_name(const struct gm_model *m, uint32_t api);
 

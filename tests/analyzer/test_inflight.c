@@ -212,6 +212,23 @@ START_TEST(test_ranks_stuck_in_init_are_grouped)
     r = run_cutrace(args, NULL);
     ck_assert_int_eq(r.status, 3);
     proc_result_free(&r);
+    /* A rank that died inside its init is still that rank: --rank finds it,
+     * and ls shows it with the communicator's size (gm_process_rank). */
+    const char *ls[] = {"ls", "--rank", "1", "--json", dir, NULL};
+    r = run_cutrace(ls, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "\"pid\": 2001") && !strstr(r.out, "\"pid\": 2000") &&
+                      !strstr(r.out, "\"pid\": 2002"),
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"rank\": 1,"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"world_size\": 4,"), "%s", r.out);
+    proc_result_free(&r);
+    const char *one[] = {"collectives", "--rank", "2", dir, NULL};
+    r = run_cutrace(one, NULL);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "pid 2002: died inside ncclCommInitRank"), "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "pid 2001: died inside"));
+    proc_result_free(&r);
     scratch_remove(dir);
 }
 END_TEST
