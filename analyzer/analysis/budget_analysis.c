@@ -45,11 +45,24 @@ bool budget_parse_fraction(const char *text, double *out)
     return true;
 }
 
+/* A whole number of tokens >= 1 (a page size, a cap), kept as a double. */
+static bool parse_count(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < 1 || v > (1LL << 53))
+        return false;
+    *out = (double)v;
+    return true;
+}
+
 /*
- * The value of `--flag V` or `--flag=V` in a shell-quoted command line, in
- * (0, 1]; false when absent or not a number.
+ * The value of `--flag V` or `--flag=V` in a shell-quoted command line, as
+ * parse reads it; false when absent or not such a value.
  */
-static bool cmdline_value(const char *cmdline, const char *flag, double *out)
+static bool cmdline_value(const char *cmdline, const char *flag,
+                          bool (*parse)(const char *, double *), double *out)
 {
     size_t n = strlen(flag);
     for (const char *at = strstr(cmdline, flag); at; at = strstr(at + 1, flag)) {
@@ -69,7 +82,7 @@ static bool cmdline_value(const char *cmdline, const char *flag, double *out)
             continue;
         memcpy(value, v, len);
         value[len] = '\0';
-        if (budget_parse_fraction(value, out))
+        if (parse(value, out))
             return true;
     }
     return false;
@@ -106,15 +119,76 @@ char *budget_source_text(const struct budget_options *o, char *buf, size_t size)
     return owner_text(o->source_process ? o->source_process : "own", o->source_pid, buf, size);
 }
 
+char *budget_count_source_text(const struct budget_count *c, char *buf, size_t size)
+{
+    return owner_text(c->source_process ? c->source_process : "own", c->source_pid, buf, size);
+}
+
+/* A flag's value found on a command line, and whose line it was. */
+struct cmdline_found {
+    bool has;
+    double value;
+    int64_t pid;
+    const char *owner;
+};
+
 /*
- * F or U from the command lines whose flags hold for each process
- * (gm_launch_line: its own, its launcher's, the run's), when not given. A
- * spawned worker's own line says nothing; its launcher's does.
+ * A flag's value from the command lines whose flags hold for each process
+ * (gm_launch_line: its own, its launcher's, the run's). A spawned worker's
+ * own line says nothing; its launcher's does. The first process's value
+ * holds; another that disagrees gets a note.
  */
-void budget_values_from_cmdlines(struct budget_analysis *r)
+static struct cmdline_found launch_lines_value(struct budget_analysis *r, const char *flag,
+                                               bool (*parse)(const char *, double *))
 {
     const struct gm_model *m = r->m;
+    struct cmdline_found found = {0};
+    for (size_t i = 0; i < m->nprocs; i++) {
+        const struct gm_process *p = &m->procs[i];
+        const char *line;
+        double v = 0;
+        size_t k = 0;
+        while ((line = gm_launch_line(m, p, k)) != NULL && !cmdline_value(line, flag, parse, &v))
+            k++;
+        if (!line)
+            continue;
+        int64_t pid;
+        const char *owner = line_owner(p, k, &pid);
+        if (!found.has) {
+            found = (struct cmdline_found){true, v, pid, owner};
+        } else if (v != found.value) {
+            char first[96], other[96];
+            budget_add_note(r, xasprintf("%s says %s %g, %s %g: using %g",
+                                         owner_text(owner, pid, other, sizeof(other)), flag, v,
+                                         owner_text(found.owner, found.pid, first, sizeof(first)),
+                                         found.value, found.value));
+        }
+    }
+    return found;
+}
+
+/* --page-size or --max-total-tokens when no option gave it. */
+static void count_from_cmdlines(struct budget_analysis *r, const char *flag, struct budget_count *c,
+                                int64_t fallback)
+{
+    if (c->has)
+        return;
+    struct cmdline_found found = launch_lines_value(r, flag, parse_count);
+    if (found.has)
+        *c = (struct budget_count){true, (int64_t)found.value, "cmdline", found.pid, found.owner};
+    else if (fallback > 0)
+        *c = (struct budget_count){true, fallback, "default", 0, NULL};
+    else
+        *c = (struct budget_count){false, 0, "none", 0, NULL};
+}
+
+void budget_values_from_cmdlines(struct budget_analysis *r)
+{
     struct budget_options *o = r->o;
+    if (o->framework == BUDGET_SGLANG) {
+        count_from_cmdlines(r, "--page-size", &o->page_size, 1);
+        count_from_cmdlines(r, "--max-total-tokens", &o->max_total_tokens, 0);
+    }
     const char *flag =
         o->framework == BUDGET_SGLANG ? "--mem-fraction-static" : "--gpu-memory-utilization";
     bool *has = o->framework == BUDGET_SGLANG ? &o->has_fraction : &o->has_util;
@@ -122,32 +196,14 @@ void budget_values_from_cmdlines(struct budget_analysis *r)
     const char **source = o->framework == BUDGET_SGLANG ? &o->fraction_source : &o->util_source;
     if (*has)
         return;
-    for (size_t i = 0; i < m->nprocs; i++) {
-        const struct gm_process *p = &m->procs[i];
-        const char *line;
-        double v = 0;
-        size_t k = 0;
-        while ((line = gm_launch_line(m, p, k)) != NULL && !cmdline_value(line, flag, &v))
-            k++;
-        if (!line)
-            continue;
-        int64_t pid;
-        const char *owner = line_owner(p, k, &pid);
-        if (!*has) {
-            *has = true;
-            *value = v;
-            *source = "cmdline";
-            o->source_pid = pid;
-            o->source_process = owner;
-        } else if (v != *value) {
-            char first[96], other[96];
-            budget_add_note(r,
-                            xasprintf("%s says %s %g, %s %g: using %g",
-                                      owner_text(owner, pid, other, sizeof(other)), flag, v,
-                                      budget_source_text(o, first, sizeof(first)), *value, *value));
-        }
-    }
-    if (!*has && o->framework == BUDGET_VLLM) {
+    struct cmdline_found found = launch_lines_value(r, flag, budget_parse_fraction);
+    if (found.has) {
+        *has = true;
+        *value = found.value;
+        *source = "cmdline";
+        o->source_pid = found.pid;
+        o->source_process = found.owner;
+    } else if (o->framework == BUDGET_VLLM) {
         o->has_util = true;
         o->util = BUDGET_VLLM_UTIL;
         o->util_source = "default";
@@ -374,6 +430,17 @@ const char *budget_part_when(enum budget_part part)
     }
 }
 
+/* SGLang's page size and cap (0: none) as the options settled them. */
+static int64_t page_size(const struct budget_options *o)
+{
+    return o->page_size.has ? o->page_size.value : 1;
+}
+
+static int64_t max_total_tokens(const struct budget_options *o)
+{
+    return o->max_total_tokens.has ? o->max_total_tokens.value : 0;
+}
+
 /* One line that names what pushed a failing run under. */
 static char *conclusion(const struct budget_job *g, const struct budget_rank *rk)
 {
@@ -493,14 +560,24 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
         g->pre_gib = budget_sglang_gib(g->min_pre, g->float_ranks);
         g->post_gib = budget_sglang_gib(g->min_post, g->float_ranks);
         g->rest = budget_sglang_rest(g->post_gib, g->pre_gib, o->fraction);
-        g->tokens = budget_sglang_tokens(g->rest, o->cell_size);
+        struct budget_sglang_pool pool = {o->cell_size, page_size(o), max_total_tokens(o)};
+        g->tokens_profiled = budget_sglang_tokens(g->rest, o->cell_size);
+        g->tokens =
+            budget_sglang_pool_tokens(g->tokens_profiled, pool.page_size, pool.max_total_tokens);
         g->fits = g->tokens > 0;
-        g->f_min = budget_sglang_f_min(g->post_gib, g->pre_gib, o->cell_size);
+        g->f_min = budget_sglang_pool_f_min(g->post_gib, g->pre_gib, &pool);
         g->has_f_min =
-            budget_sglang_f_min_rounded(g->post_gib, g->pre_gib, o->cell_size, &g->f_min_rounded);
+            budget_sglang_pool_f_min_rounded(g->post_gib, g->pre_gib, &pool, &g->f_min_rounded);
         g->verdict =
             g->fits ? xasprintf("fits: %" PRId64 " tokens", g->tokens) : xstrdup(BUDGET_SGLANG_ERR);
-        if (!g->fits)
+        if (!g->fits && g->tokens_profiled > 0)
+            g->conclusion = xasprintf(
+                "rest buys %" PRId64 " tokens, less than one page of %" PRId64 " (--page-size)",
+                g->tokens_profiled < pool.max_total_tokens || pool.max_total_tokens == 0
+                    ? g->tokens_profiled
+                    : pool.max_total_tokens,
+                pool.page_size);
+        else if (!g->fits)
             g->conclusion = conclusion(g, &g->ranks[g->post_rank]);
     } else {
         const struct budget_rank *rk = &g->ranks[g->early_rank];
@@ -586,6 +663,18 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
         if (!parse_bytes_opt(arg, &o->burst_min, true))
             return cli_usage_error(cmd, "--burst-min %s: expected a positive size in bytes", arg);
         return 1;
+    case 'k':
+    case 'T': {
+        struct budget_count *count = c == 'k' ? &o->page_size : &o->max_total_tokens;
+        double v;
+        if (!parse_count(arg, &v))
+            return cli_usage_error(cmd, "%s %s: expected a whole number of tokens >= 1",
+                                   c == 'k' ? "--page-size" : "--max-total-tokens", arg);
+        *count = (struct budget_count){true, (int64_t)v, "option", 0, NULL};
+        st->budget_only = true;
+        st->sglang_only = c == 'k' ? "--page-size" : "--max-total-tokens";
+        return 1;
+    }
     case 'g':
         if (!parse_bytes_opt(arg, &o->graph_estimate, false))
             return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes", arg);
@@ -616,8 +705,9 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
     if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph))
         return cli_usage_error(cmd, "%s is a vLLM option",
                                o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
-    if (o->framework == BUDGET_VLLM && o->has_fraction)
-        return cli_usage_error(cmd, "--mem-fraction-static is an SGLang option");
+    if (o->framework == BUDGET_VLLM && (o->has_fraction || st->sglang_only))
+        return cli_usage_error(cmd, "%s is an SGLang option",
+                               o->has_fraction ? "--mem-fraction-static" : st->sglang_only);
     return CLI_PARSED;
 }
 

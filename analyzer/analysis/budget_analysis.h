@@ -18,6 +18,19 @@
 
 enum budget_framework { BUDGET_SGLANG, BUDGET_VLLM };
 
+/*
+ * A whole-number SGLang input (--page-size, --max-total-tokens) and where
+ * it came from: source is "option", "cmdline" (whose line as for F below),
+ * "default" (page size 1) or "none" (no cap; has is false).
+ */
+struct budget_count {
+    bool has;
+    int64_t value;
+    const char *source;
+    int64_t source_pid;
+    const char *source_process;
+};
+
 /* What the user asked for (cmd/budget.c parses it; cutrace diff fills it). */
 struct budget_options {
     enum budget_framework framework;
@@ -30,6 +43,8 @@ struct budget_options {
      * "run" (the command `cutrace run` launched; source_pid 0). */
     int64_t source_pid;
     const char *source_process;
+    /* SGLang: the pool's tokens are capped, then floored to whole pages. */
+    struct budget_count page_size, max_total_tokens;
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
     bool json;
@@ -99,6 +114,7 @@ struct budget_job {
     size_t pre_rank, post_rank; /* the ranks holding the MINs; post_rank is the binding one */
     int float_ranks;
     double pre_gib, post_gib, rest;
+    int64_t tokens_profiled; /* int(rest * 2^30) // cell_size, before the cap and the page floor */
     int64_t tokens;
     bool fits;
     double f_min, f_min_rounded;
@@ -137,14 +153,17 @@ bool budget_parse_fraction(const char *text, double *out);
         {"mem-fraction-static", required_argument, NULL, 'F'},                                     \
         {"gpu-memory-utilization", required_argument, NULL, 'U'},                                  \
         {"cell-size", required_argument, NULL, 'c'}, {"burst-min", required_argument, NULL, 'b'},  \
+        {"cuda-graph-estimate", required_argument, NULL, 'g'},                                     \
+        {"page-size", required_argument, NULL, 'k'},                                               \
     {                                                                                              \
-        "cuda-graph-estimate", required_argument, NULL, 'g'                                        \
+        "max-total-tokens", required_argument, NULL, 'T'                                           \
     }
 
 struct budget_option_state {
     const char *framework; /* as given, NULL when absent */
     bool has_graph;
-    bool budget_only; /* an option that means nothing without --framework */
+    bool budget_only;        /* an option that means nothing without --framework */
+    const char *sglang_only; /* --page-size or --max-total-tokens, when given */
 };
 
 /* Defaults: SGLang's DeepSeek cell size, a 1 GiB weight burst. */
@@ -161,8 +180,11 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
                           struct budget_option_state *st);
 
 /* F or U from the traced command lines, when the options do not give it;
- * vLLM falls back on its default U. */
+ * vLLM falls back on its default U. SGLang's page size (default 1) and
+ * --max-total-tokens (default none) are found the same way. */
 void budget_values_from_cmdlines(struct budget_analysis *r);
+/* Where a value from a command line came from, for a report (as below). */
+char *budget_count_source_text(const struct budget_count *c, char *buf, size_t size);
 /* Where a value from a command line came from, for a report: "the command
  * line of pid 17", "launcher pid 4242's command line", "the command cutrace
  * run launched". Returns buf. */

@@ -407,7 +407,16 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
                 g->min_post, r->m->procs[post->proc].pid);
         fprintf(out, "    rest   = post - pre * (1 - %g) = %.6f GiB\n", o->fraction, g->rest);
         fprintf(out, "    tokens = floor(rest * 2^30 / %" PRId64 ") = %" PRId64 "\n", o->cell_size,
-                g->tokens);
+                g->tokens_profiled);
+        if (o->max_total_tokens.has || o->page_size.value > 1) {
+            fputs("    pool   = ", out);
+            if (o->max_total_tokens.has)
+                fprintf(out, "min(tokens, %" PRId64 ")", o->max_total_tokens.value);
+            else
+                fputs("tokens", out);
+            fprintf(out, " // %" PRId64 " * %" PRId64 " = %" PRId64 " tokens\n", o->page_size.value,
+                    o->page_size.value, g->tokens);
+        }
         fprintf(out, "  verdict: %s\n", g->verdict);
         if (g->has_f_min)
             fprintf(out, "  smallest --mem-fraction-static that fits: %.3f (exactly %.6f)\n",
@@ -453,6 +462,43 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
     print_kv(r, g, out);
 }
 
+/* "--page-size 64 (from launcher pid 7's command line)", "(SGLang's default)", "none". */
+static void print_count_text(const char *flag, const struct budget_count *c, FILE *out)
+{
+    char source[96];
+    if (!c->has) {
+        fprintf(out, "%s none", flag);
+        return;
+    }
+    fprintf(out, "%s %" PRId64, flag, c->value);
+    if (strcmp(c->source, "cmdline") == 0)
+        fprintf(out, " (from %s)", budget_count_source_text(c, source, sizeof(source)));
+    else if (strcmp(c->source, "default") == 0)
+        fputs(" (SGLang's default)", out);
+}
+
+/* The JSON of one SGLang count: its value (null when none) and its source. */
+static void print_count_json(struct json_writer *w, const char *key, const struct budget_count *c)
+{
+    char name[64];
+    if (c->has)
+        json_kv_int(w, key, c->value);
+    else
+        json_kv_null(w, key);
+    snprintf(name, sizeof(name), "%s_source", key);
+    json_kv_string(w, name, c->source);
+    snprintf(name, sizeof(name), "%s_source_pid", key);
+    if (c->source_pid)
+        json_kv_int(w, name, c->source_pid);
+    else
+        json_kv_null(w, name);
+    snprintf(name, sizeof(name), "%s_source_process", key);
+    if (c->source_process)
+        json_kv_string(w, name, c->source_process);
+    else
+        json_kv_null(w, name);
+}
+
 static void print_text(const struct budget_analysis *r, FILE *out)
 {
     const struct budget_options *o = r->o;
@@ -475,6 +521,13 @@ static void print_text(const struct budget_analysis *r, FILE *out)
     fprintf(out, ", cell size %s, burst min %s\n",
             format_bytes(cell, sizeof(cell), (uint64_t)o->cell_size),
             format_bytes(burst, sizeof(burst), (uint64_t)o->burst_min));
+    if (o->framework == BUDGET_SGLANG) {
+        fputs("  ", out);
+        print_count_text("--page-size", &o->page_size, out);
+        fputs(", ", out);
+        print_count_text("--max-total-tokens", &o->max_total_tokens, out);
+        fputc('\n', out);
+    }
     for (size_t i = 0; i < r->ngroups; i++)
         if (job_listed(&r->groups[i]))
             print_group_text(r, &r->groups[i], i, out);
@@ -721,6 +774,14 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_null(&w, "post_seq");
     }
     json_object_end(&w);
+    if (o->framework == BUDGET_SGLANG) {
+        /* Beside "parameters", whose members the reports' readers know. */
+        json_key(&w, "pool");
+        json_object_begin(&w);
+        print_count_json(&w, "page_size", &o->page_size);
+        print_count_json(&w, "max_total_tokens", &o->max_total_tokens);
+        json_object_end(&w);
+    }
     json_key(&w, "jobs");
     json_array_begin(&w);
     for (size_t i = 0; i < r->ngroups; i++)

@@ -27,7 +27,34 @@ double budget_sglang_rest(double post_gib, double pre_gib, double fraction);
  * int64 range for values no server could see. */
 int64_t budget_sglang_tokens(double rest_gib, int64_t cell_size);
 
-/* Whether SGLang goes on with this F: tokens > 0. */
+/*
+ * The KV pool's size in tokens, as SGLang settles it: the profiled tokens
+ * capped by --max-total-tokens (0: no cap), then floored to whole pages
+ * with Python's `//` (towards minus infinity). The older model_runner caps
+ * then floors; the newer pool_configurator floors, caps and floors again:
+ * the same number. Saturates at INT64_MIN.
+ */
+int64_t budget_sglang_pool_tokens(int64_t tokens, int64_t page_size, int64_t max_total_tokens);
+
+/* What sizes the pool besides rest: bytes per token, page, cap (0: none). */
+struct budget_sglang_pool {
+    int64_t cell_size, page_size, max_total_tokens;
+};
+
+/* Whether SGLang goes on with this F: the pool's tokens > 0. */
+bool budget_sglang_pool_fits(double post_gib, double pre_gib, double fraction,
+                             const struct budget_sglang_pool *pool);
+
+/* F_min = 1 - (post - page * c) / pre: the F at which one page fits; NaN
+ * when pre is not positive. */
+double budget_sglang_pool_f_min(double post_gib, double pre_gib,
+                                const struct budget_sglang_pool *pool);
+
+/* The smallest F of the form k/1000 that fits this pool (as below). */
+bool budget_sglang_pool_f_min_rounded(double post_gib, double pre_gib,
+                                      const struct budget_sglang_pool *pool, double *fraction);
+
+/* The same with page size 1 and no cap. Whether SGLang goes on: tokens > 0. */
 bool budget_sglang_fits(double post_gib, double pre_gib, double fraction, int64_t cell_size);
 
 /* F_min = 1 - (post - c) / pre, c = cell_size / 2^30: the F at which one

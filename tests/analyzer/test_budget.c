@@ -114,6 +114,44 @@ START_TEST(test_sglang_f_min)
 }
 END_TEST
 
+/* The pool: capped by --max-total-tokens, then floored to whole pages. */
+START_TEST(test_sglang_pool_pages_and_cap)
+{
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 1, 0), 2409);
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 64, 0), 2368);
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 4096, 0), 0);
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 1, 2000), 2000);
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 64, 2000), 1984); /* the cap floored too */
+    ck_assert_int_eq(budget_sglang_pool_tokens(2409, 64, 5000), 2368);
+    ck_assert_int_eq(budget_sglang_pool_tokens(-5, 64, 0), -64); /* Python's // */
+    ck_assert_int_eq(budget_sglang_pool_tokens(-128, 64, 0), -128);
+    ck_assert_int_eq(budget_sglang_pool_tokens(INT64_MIN, 64, 0), INT64_MIN);
+    ck_assert_int_eq(budget_sglang_pool_tokens(INT64_MAX, 64, 0), INT64_MAX / 64 * 64);
+
+    /* One page must fit, not one token. */
+    const double c = CELL / GIB_D;
+    struct budget_sglang_pool page1 = {CELL, 1, 0}, page64 = {CELL, 64, 0};
+    ck_assert(budget_sglang_pool_f_min(16.0 + 64 * c, 64.0, &page64) == 0.75);
+    ck_assert(budget_sglang_pool_f_min(20.17, 75.3, &page1) ==
+              budget_sglang_f_min(20.17, 75.3, CELL));
+    double f1, f64;
+    ck_assert(budget_sglang_pool_f_min_rounded(20.17, 75.3, &page1, &f1));
+    ck_assert(f1 == 0.733);
+    struct budget_sglang_pool page4096 = {CELL, 4096, 0};
+    ck_assert(budget_sglang_pool_f_min_rounded(16.0 + 64 * c, 64.0, &page1, &f1));
+    ck_assert(budget_sglang_pool_f_min_rounded(16.0 + 64 * c, 64.0, &page4096, &f64));
+    ck_assert(f1 == 0.75);
+    ck_assert(f64 == 0.755);
+    ck_assert(budget_sglang_pool_fits(16.0 + 64 * c, 64.0, f64, &page4096));
+    ck_assert(!budget_sglang_pool_fits(16.0 + 64 * c, 64.0, f64 - 0.001, &page4096));
+    ck_assert(budget_sglang_fits(16.0 + 64 * c, 64.0, f64 - 0.001, CELL));
+    /* A cap below one page never fits. */
+    struct budget_sglang_pool tiny_cap = {CELL, 64, 63};
+    ck_assert(!budget_sglang_pool_fits(60.0, 80.0, 0.9, &tiny_cap));
+    ck_assert(!budget_sglang_pool_f_min_rounded(60.0, 80.0, &tiny_cap, &f64));
+}
+END_TEST
+
 START_TEST(test_vllm_requested_and_u_range)
 {
     /* 1000000001 x 0.9 = 900000000.9, truncated. */
@@ -182,6 +220,7 @@ struct rank_spec {
     bool free_torch_before;  /* frees the TORCH_BEFORE segment between pre and post */
     int extra_calls;         /* cudaSetDevice calls first: shifts every seq */
     const char *cmdline;
+    const char *launcher; /* the parent's (pid 2999) command line, in the ancestors table */
 };
 
 /* What the builder wrote, for the expectations. */
@@ -208,6 +247,12 @@ static struct rank_seqs sglang_rank(const char *dir, const struct rank_spec *s)
                                 .cuda_runtime_version = 12080,
                                 .nccl_version = NCCL_VERSION};
     fixture_process(f, &p);
+    if (s->launcher) {
+        char sql[512];
+        snprintf(sql, sizeof(sql), "INSERT INTO ancestors VALUES (1, 2999, 777, '%s')",
+                 s->launcher);
+        fixture_exec(f, sql);
+    }
     char uuid[64];
     snprintf(uuid, sizeof(uuid), "GPU-b%07d-0000-0000-0000-000000000000", s->rank);
     fixture_device(f, 0, uuid, "NVIDIA H100 80GB HBM3", TOTAL);
@@ -775,6 +820,160 @@ START_TEST(test_sglang_fraction_from_cmdline)
 }
 END_TEST
 
+/* The four-rank job's MINs in GiB, as SGLang has them. */
+static void four_rank_gib(const struct rank_seqs seqs[4], double *pre_gib, double *post_gib)
+{
+    *pre_gib = doc_gib((uint64_t)seqs[2].pre_free, 4);
+    *post_gib = doc_gib((uint64_t)seqs[1].post_free, 4);
+}
+
+/* --page-size floors the tokens; one that rest cannot fill is SGLang's
+ * "Not enough memory", however positive rest is. */
+START_TEST(test_sglang_page_size_floors)
+{
+    char *dir = scratch_dir();
+    struct rank_seqs seqs[4];
+    four_rank_job(dir, 40, seqs);
+    double pre_gib, post_gib;
+    four_rank_gib(seqs, &pre_gib, &post_gib);
+    int64_t tokens = doc_tokens(post_gib, pre_gib, 0.85);
+    ck_assert_int_ne(tokens % 64, 0); /* so that the floor shows */
+    const char *paged[] = {"--framework", "sglang", "--mem-fraction-static", "0.85", "--page-size",
+                           "64",          NULL};
+    char *j = budget_json(dir, paged);
+    char a[48];
+    assert_containsf(j,
+                     "\"tokens\":%" PRId64 ",\"fits\":true,\"verdict\":\"fits: %" PRId64
+                     " tokens\",\"f_min\":%s,",
+                     tokens / 64 * 64, tokens / 64 * 64,
+                     jd(a, sizeof(a), 1.0 - (post_gib - 64 * CELL / GIB_D) / pre_gib));
+    assert_containsf(j, "\"kv_predicted_bytes\":%" PRId64 "}", tokens / 64 * 64 * CELL);
+    assert_contains(j, "\"pool\":{\"page_size\":64,\"page_size_source\":\"option\","
+                       "\"page_size_source_pid\":null,\"page_size_source_process\":null,"
+                       "\"max_total_tokens\":null,\"max_total_tokens_source\":\"none\","
+                       "\"max_total_tokens_source_pid\":null,"
+                       "\"max_total_tokens_source_process\":null},\"jobs\":");
+    free(j);
+    char *t = budget_text(dir, paged, 0);
+    assert_containsf(t,
+                     "tokens = floor(rest * 2^30 / 70272) = %" PRId64 "\n pool = tokens // 64 * "
+                     "64 = %" PRId64 " tokens\n verdict: fits: %" PRId64 " tokens",
+                     tokens, tokens / 64 * 64, tokens / 64 * 64);
+    assert_contains(t, "--page-size 64, --max-total-tokens none");
+    free(t);
+
+    /* At the smallest F that fits one token, rest holds less than a page of 4096. */
+    double f = doc_f_min_rounded(post_gib, pre_gib);
+    int64_t few = doc_tokens(post_gib, pre_gib, f);
+    ck_assert(few > 0 && few < 4096);
+    char fraction[16];
+    snprintf(fraction, sizeof(fraction), "%.3f", f);
+    const char *big[] = {"--framework", "sglang", "--mem-fraction-static", fraction, "--page-size",
+                         "4096",        NULL};
+    j = budget_json(dir, big);
+    assert_containsf(j, "\"tokens\":0,\"fits\":false,\"verdict\":\"" BUDGET_SGLANG_ERR "\",");
+    assert_containsf(
+        j,
+        "\"conclusion\":\"rest buys %" PRId64
+        " tokens, less than one page of 4096 (--page-size)\",\"kv_predicted_bytes\":null}",
+        few);
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* --max-total-tokens caps the pool before the page floor; a cap above what
+ * rest buys changes nothing. */
+START_TEST(test_sglang_max_total_tokens_caps)
+{
+    char *dir = scratch_dir();
+    struct rank_seqs seqs[4];
+    four_rank_job(dir, 40, seqs);
+    double pre_gib, post_gib;
+    four_rank_gib(seqs, &pre_gib, &post_gib);
+    int64_t tokens = doc_tokens(post_gib, pre_gib, 0.85);
+    ck_assert_int_gt(tokens, 1000);
+    const char *capped[] = {
+        "--framework", "sglang", "--mem-fraction-static", "0.85", "--max-total-tokens",
+        "1000",        NULL};
+    char *j = budget_json(dir, capped);
+    assert_contains(j, "\"tokens\":1000,\"fits\":true,\"verdict\":\"fits: 1000 tokens\",");
+    assert_contains(j, "\"max_total_tokens\":1000,\"max_total_tokens_source\":\"option\",");
+    assert_contains(j, "\"page_size\":1,\"page_size_source\":\"default\",");
+    free(j);
+    const char *paged[] = {"--framework",
+                           "sglang",
+                           "--mem-fraction-static",
+                           "0.85",
+                           "--max-total-tokens",
+                           "1000",
+                           "--page-size",
+                           "64",
+                           NULL};
+    j = budget_json(dir, paged);
+    assert_contains(j, "\"tokens\":960,\"fits\":true,");
+    free(j);
+    char *t = budget_text(dir, paged, 0);
+    assert_contains(t, "pool = min(tokens, 1000) // 64 * 64 = 960 tokens");
+    free(t);
+    char above[32];
+    snprintf(above, sizeof(above), "%" PRId64, tokens + 1);
+    const char *loose[] = {
+        "--framework", "sglang", "--mem-fraction-static", "0.85", "--max-total-tokens",
+        above,         NULL};
+    j = budget_json(dir, loose);
+    assert_containsf(j, "\"tokens\":%" PRId64 ",\"fits\":true,", tokens);
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* Page size and cap from a spawned worker's launcher (the ancestors table),
+ * in both spellings; an option overrides the line. */
+START_TEST(test_sglang_pool_from_launcher)
+{
+    char *dir = scratch_dir();
+    struct rank_seqs seqs[2];
+    for (int r = 0; r < 2; r++) {
+        struct rank_spec s = {.rank = r,
+                              .nranks = 2,
+                              .weights = 8,
+                              .cmdline = "python3 -c 'from multiprocessing.spawn import "
+                                         "spawn_main; spawn_main()' --multiprocessing-fork",
+                              .launcher = "python3 -m sglang.launch_server --tp 2 "
+                                          "--mem-fraction-static 0.85 --page-size=64 "
+                                          "--max-total-tokens 1000"};
+        seqs[r] = sglang_rank(dir, &s);
+    }
+    double pre_gib = doc_gib(
+        (uint64_t)(seqs[0].pre_free < seqs[1].pre_free ? seqs[0].pre_free : seqs[1].pre_free), 2);
+    double post_gib = doc_gib(
+        (uint64_t)(seqs[0].post_free < seqs[1].post_free ? seqs[0].post_free : seqs[1].post_free),
+        2);
+    ck_assert_int_gt(doc_tokens(post_gib, pre_gib, 0.85), 1000);
+    const char *none[] = {"--framework", "sglang", NULL};
+    char *j = budget_json(dir, none);
+    assert_contains(j, "\"pool\":{\"page_size\":64,\"page_size_source\":\"cmdline\","
+                       "\"page_size_source_pid\":2999,\"page_size_source_process\":\"launcher\","
+                       "\"max_total_tokens\":1000,\"max_total_tokens_source\":\"cmdline\","
+                       "\"max_total_tokens_source_pid\":2999,"
+                       "\"max_total_tokens_source_process\":\"launcher\"}");
+    assert_contains(j, "\"tokens\":960,\"fits\":true,");
+    free(j);
+    char *t = budget_text(dir, none, 0);
+    assert_contains(t, "--page-size 64 (from launcher pid 2999's command line), "
+                       "--max-total-tokens 1000 (from launcher pid 2999's command line)");
+    free(t);
+    const char *option[] = {"--framework", "sglang", "--page-size", "1", NULL};
+    j = budget_json(dir, option);
+    assert_contains(j, "\"page_size\":1,\"page_size_source\":\"option\",");
+    assert_contains(j, "\"max_total_tokens_source\":\"cmdline\",");
+    assert_contains(j, "\"tokens\":1000,\"fits\":true,");
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
 /* --pre/--post: seqs of one rank, the same measurement index on the others. */
 START_TEST(test_sglang_pre_post_override)
 {
@@ -1093,6 +1292,25 @@ START_TEST(test_usage_errors)
     /* The command line of this trace names no F, and SGLang has no default. */
     const char *no_f[] = {"budget", "--framework", "sglang", dir, NULL};
     assert_usage(no_f, "--mem-fraction-static F is required for sglang");
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_sglang_pool_usage_errors)
+{
+    char *dir = scratch_dir();
+    struct rank_spec s = {.rank = 0, .nranks = 1, .weights = 8};
+    sglang_rank(dir, &s);
+    const char *zero[] = {"budget", "--framework", "sglang", "--mem-fraction-static",
+                          "0.8",    "--page-size", "0",      dir,
+                          NULL};
+    assert_usage(zero, "--page-size 0: expected a whole number of tokens >= 1");
+    const char *junk[] = {"budget", "--framework",        "sglang", "--mem-fraction-static",
+                          "0.8",    "--max-total-tokens", "12k",    dir,
+                          NULL};
+    assert_usage(junk, "--max-total-tokens 12k: expected a whole number of tokens >= 1");
+    const char *vllm[] = {"budget", "--framework", "vllm", "--page-size", "64", dir, NULL};
+    assert_usage(vllm, "--page-size is an SGLang option");
     scratch_remove(dir);
 }
 END_TEST
@@ -1701,6 +1919,7 @@ Suite *budget_suite(void)
     tcase_add_test(pure, test_sglang_rest_tokens_fits);
     tcase_add_test(pure, test_sglang_f_min);
     tcase_add_test(pure, test_vllm_requested_and_u_range);
+    tcase_add_test(pure, test_sglang_pool_pages_and_cap);
     suite_add_tcase(s, pure);
     TCase *tc = tcase_create("budget");
     tcase_set_timeout(tc, 60);
@@ -1710,6 +1929,10 @@ Suite *budget_suite(void)
     tcase_add_test(tc, test_sglang_kv_pool_passed_over);
     tcase_add_test(tc, test_sglang_not_enough_memory);
     tcase_add_test(tc, test_sglang_fraction_from_cmdline);
+    tcase_add_test(tc, test_sglang_page_size_floors);
+    tcase_add_test(tc, test_sglang_max_total_tokens_caps);
+    tcase_add_test(tc, test_sglang_pool_from_launcher);
+    tcase_add_test(tc, test_sglang_pool_usage_errors);
     tcase_add_test(tc, test_sglang_pre_post_override);
     tcase_add_test(tc, test_sglang_missing_rank);
     tcase_add_test(tc, test_sglang_missing_rank_noted);

@@ -230,7 +230,11 @@ static void check_sglang(const char *const sim_flags[], bool expect_fit, struct 
         double rest = json_double(&d, "$.jobs[0].rest_gib");
         ck_assert_msg(rest == sim_double(l, "rest_gib"), "rank %d: rest %.17g, the server %.17g",
                       rank, rest, sim_double(l, "rest_gib"));
-        ck_assert_int_eq(json_int(&d, "$.jobs[0].tokens"), sim_int(l, "tokens"));
+        /* tokens before the page floor: the pool's own size from page size 2 on */
+        if (json_int(&d, "$.pool.page_size") == 1)
+            ck_assert_int_eq(json_int(&d, "$.jobs[0].tokens"), sim_int(l, "tokens"));
+        if (sim_int(l, "fits"))
+            ck_assert_int_eq(json_int(&d, "$.jobs[0].tokens"), sim_int(l, "kv_tokens"));
         ck_assert_int_eq(json_int(&d, "$.jobs[0].fits"), sim_int(l, "fits"));
     }
     *out_doc = d;
@@ -251,6 +255,30 @@ START_TEST(test_sglang_baseline_fits_as_the_server_computed)
     free(verdict);
     /* the pool the formula predicts: tokens x cell size */
     ck_assert_int_eq(json_int(&d, "$.jobs[0].kv_predicted_bytes"), 2409ll * 70272);
+    json_close(&d);
+    free(json);
+    world_free(&w);
+}
+END_TEST
+
+/* --page-size 64 on the server's command line: SGLang floors the pool to
+ * whole pages, and budget finds the flag there. */
+START_TEST(test_sglang_page_size_from_the_command_line)
+{
+    struct world w;
+    world_init(&w);
+    const char *flags[] = {"--framework", "sglang", "--page-size", "64", NULL};
+    struct json_doc d;
+    char *json;
+    check_sglang(flags, true, &d, &json, &w);
+    ck_assert_int_eq(json_int(&d, "$.pool.page_size"), 64);
+    char *source = json_text(&d, "$.pool.page_size_source");
+    ck_assert_str_eq(source, "cmdline");
+    free(source);
+    char *verdict = json_text(&d, "$.jobs[0].verdict");
+    ck_assert_str_eq(verdict, "fits: 2368 tokens"); /* 2409 // 64 * 64 */
+    free(verdict);
+    ck_assert_int_eq(json_int(&d, "$.jobs[0].kv_predicted_bytes"), 2368ll * 70272);
     json_close(&d);
     free(json);
     world_free(&w);
@@ -440,6 +468,7 @@ Suite *budget_suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_sglang_baseline_fits_as_the_server_computed);
     tcase_add_test(tc, test_sglang_custom_allreduce_fails_as_the_server_did);
+    tcase_add_test(tc, test_sglang_page_size_from_the_command_line);
     tcase_add_test(tc, test_vllm_available_kv_as_the_server_computed);
     tcase_add_test(tc, test_vllm_non_torch_increase);
     tcase_add_test(tc, test_timeline_unexplained_is_the_context);
