@@ -133,6 +133,12 @@ def main():
     # 3.12+ warns when a process with threads forks: this one means to.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     errors = []
+    # CUDA is up before any thread starts or the process forks, as a server's
+    # main process has it by then: a fork while another thread is inside the
+    # runtime's one-time initialisation hands the child a half-made runtime
+    # (seen once in CI: the first child's cudaMalloc failed with 201).
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    check("cudaMemGetInfo", cdll.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total)))
     threads = [threading.Thread(target=worker, args=(k, errors), name="stress-%d" % k)
                for k in range(THREADS)]
     for t in threads:
