@@ -19,14 +19,6 @@
 
 enum { NRANKS = 8, SKIP_RANK = 3 };
 
-static size_t count_of(const char *text, const char *needle)
-{
-    size_t n = 0;
-    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-        n++;
-    return n;
-}
-
 /* hang_ranks MODE under the tracer, until `inside` ranks are seen inside
  * their call by `cutrace collectives` (read from the live rings); then
  * every rank and the launcher are killed with SIGKILL. */
@@ -46,7 +38,7 @@ static void run_until_stuck(struct world *w, const char *mode, size_t inside)
         nanosleep(&ts, NULL);
         struct run r = harness_cutrace(w, report);
         /* One line per process inside a call: "pid N: inside ... (still running)". */
-        seen = r.status == 0 ? count_of(r.out, "(still running)") : 0;
+        seen = r.status == 0 ? count_occurrences(r.out, "(still running)") : 0;
         run_free(&r);
     }
     ck_assert_msg(seen >= inside, "only %zu of %zu ranks seen inside their call", seen, inside);
@@ -64,7 +56,7 @@ static void run_until_stuck(struct world *w, const char *mode, size_t inside)
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
         struct run r = harness_cutrace(w, report);
-        seen = r.status == 0 ? count_of(r.out, "(still running)") : seen;
+        seen = r.status == 0 ? count_occurrences(r.out, "(still running)") : seen;
         run_free(&r);
     }
     ck_assert_uint_eq(seen, 0);
@@ -96,7 +88,7 @@ START_TEST(eight_ranks_killed_in_init)
     ck_assert_msg(strstr(r.out, "never finished its init: 8 ranks inside ncclCommInitRank"), "%s",
                   r.out);
     ck_assert_msg(strstr(r.out, "(9 ranks)"), "%s", r.out);
-    ck_assert_uint_eq(count_of(r.out, "died inside ncclCommInitRank, entered "), NRANKS);
+    ck_assert_uint_eq(count_occurrences(r.out, "died inside ncclCommInitRank, entered "), NRANKS);
     ck_assert_msg(strstr(r.out, "1 rank never entered it"), "%s", r.out);
     run_free(&r);
 
@@ -105,14 +97,14 @@ START_TEST(eight_ranks_killed_in_init)
     ck_assert_int_eq(report_json_int(r.out, "$.in_flight.unfinished_inits[0].ranks_inside"),
                      NRANKS);
     ck_assert_int_eq(report_json_int(r.out, "$.in_flight.unfinished_inits[0].nranks"), NRANKS + 1);
-    ck_assert_uint_eq(count_of(r.out, "\"still_running\": true"), 0);
+    ck_assert_uint_eq(count_occurrences(r.out, "\"still_running\": true"), 0);
     run_free(&r);
 
     r = cutrace2(&w, "timeline", "");
-    ck_assert_uint_eq(count_of(r.out, "died inside ncclCommInitRank"), NRANKS);
+    ck_assert_uint_eq(count_occurrences(r.out, "died inside ncclCommInitRank"), NRANKS);
     run_free(&r);
     r = cutrace2(&w, "timeline", "--json");
-    ck_assert_uint_eq(count_of(r.out, "\"api\": \"ncclCommInitRank\""), NRANKS);
+    ck_assert_uint_eq(count_occurrences(r.out, "\"api\": \"ncclCommInitRank\""), NRANKS);
     run_free(&r);
 
     /* Each trace: one inflight row, the init, and no completed call of it. */
@@ -150,7 +142,7 @@ START_TEST(seven_ranks_in_allreduce_one_never_entered)
     ck_assert_msg(strstr(r.out, "rank 3 (pid "), "%s", r.out);
     ck_assert_msg(strstr(r.out, "never entered it; last seen: died inside cudaStreamSynchronize"),
                   "%s", r.out);
-    ck_assert_uint_eq(count_of(r.out, "died inside ncclAllReduce #3"), NRANKS - 1);
+    ck_assert_uint_eq(count_occurrences(r.out, "died inside ncclAllReduce #3"), NRANKS - 1);
     run_free(&r);
 
     r = cutrace2(&w, "collectives", "--json");
@@ -165,7 +157,7 @@ START_TEST(seven_ranks_in_allreduce_one_never_entered)
     run_free(&r);
 
     r = cutrace2(&w, "timeline", "");
-    ck_assert_uint_eq(count_of(r.out, "died inside ncclAllReduce #3"), NRANKS - 1);
+    ck_assert_uint_eq(count_occurrences(r.out, "died inside ncclAllReduce #3"), NRANKS - 1);
     ck_assert_msg(strstr(r.out, "died inside cudaStreamSynchronize"), "%s", r.out);
     run_free(&r);
     world_free(&w);

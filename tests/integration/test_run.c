@@ -452,14 +452,6 @@ static char *report(struct world *w, const char *const args[], int status)
     return out;
 }
 
-static size_t occurrences(const char *text, const char *needle)
-{
-    size_t n = 0;
-    for (const char *at = strstr(text, needle); at; at = strstr(at + 1, needle))
-        n++;
-    return n;
-}
-
 static const char *base_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -506,12 +498,12 @@ START_TEST(test_two_runs_in_one_dir_stay_apart)
     run_free(&s);
     const char *ls_first[] = {"ls", "--json", first, NULL};
     char *out = report(&w, ls_first, 0);
-    ck_assert_uint_eq(occurrences(out, "\"file\": "), 2);
-    ck_assert_uint_eq(occurrences(out, "\"world_size\": 2,"), 2);
+    ck_assert_uint_eq(count_occurrences(out, "\"file\": "), 2);
+    ck_assert_uint_eq(count_occurrences(out, "\"world_size\": 2,"), 2);
     free(out);
     const char *ls_second[] = {"ls", "--json", second, NULL};
     out = report(&w, ls_second, 0);
-    ck_assert_uint_eq(occurrences(out, "\"world_size\": 3,"), 3);
+    ck_assert_uint_eq(count_occurrences(out, "\"world_size\": 3,"), 3);
     free(out);
 
     /* cutrace ls DIR: one line per run, oldest first. */
