@@ -611,6 +611,8 @@ void budget_analysis_free(struct budget_analysis *r)
         free(g->verdict);
     }
     free(r->groups);
+    free(r->server.framework_why);
+    free(r->server.path_why);
     for (size_t i = 0; i < r->nnotes; i++)
         free(r->notes[i]);
     free(r->notes);
@@ -675,6 +677,15 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
         st->sglang_only = c == 'k' ? "--page-size" : "--max-total-tokens";
         return 1;
     }
+    case 'V':
+        o->server_version = arg;
+        st->budget_only = true;
+        return 1;
+    case 'M':
+        o->multimodal = true;
+        st->budget_only = true;
+        st->sglang_only = "--multimodal";
+        return 1;
     case 'g':
         if (!parse_bytes_opt(arg, &o->graph_estimate, false))
             return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes", arg);

@@ -19,6 +19,29 @@
 enum budget_framework { BUDGET_SGLANG, BUDGET_VLLM };
 
 /*
+ * Which of a server's code paths a trace comes from (docs/budget.md, "Code
+ * paths"): the measurements it takes, its formula, rounding and messages.
+ * Recognised from the Python functions and modules on the measurements'
+ * stacks, else given by --server-version, else the framework's default.
+ */
+enum budget_path {
+    BUDGET_PATH_UNKNOWN = 0,
+    BUDGET_PATH_SGLANG_OLDER,   /* profile_max_num_token: RuntimeError "Not enough memory" only */
+    BUDGET_PATH_SGLANG_CURRENT, /* _profile_available_bytes: ValueError when rest <= 0 */
+    BUDGET_PATH_VLLM_OLDER,     /* U 0.9, requested truncated */
+    BUDGET_PATH_VLLM_CURRENT,   /* U 0.92, requested = ceil(total * U) */
+};
+
+/* The server a trace shows and the path replayed, with why (said in the report). */
+struct budget_server {
+    const char *framework_source; /* "option" (--framework) or "trace" */
+    char *framework_why;          /* malloc'd, NULL when given */
+    enum budget_path path;
+    const char *path_source; /* "option" (--server-version), "trace" or "default" */
+    char *path_why;          /* malloc'd */
+};
+
+/*
  * A whole-number SGLang input (--page-size, --max-total-tokens) and where
  * it came from: source is "option", "cmdline" (whose line as for F below),
  * "default" (page size 1) or "none" (no cap; has is false).
@@ -47,6 +70,8 @@ struct budget_options {
     struct budget_count page_size, max_total_tokens;
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
+    const char *server_version; /* --server-version, NULL when absent */
+    bool multimodal;            /* --multimodal: SGLang reserves its multimodal caches */
     bool json;
     const char *path;
 };
@@ -132,6 +157,7 @@ struct budget_job {
 struct budget_analysis {
     const struct gm_model *m;
     struct budget_options *o;
+    struct budget_server server;
     struct budget_job *groups;
     size_t ngroups;
     size_t analysed;
@@ -155,8 +181,10 @@ bool budget_parse_fraction(const char *text, double *out);
         {"cell-size", required_argument, NULL, 'c'}, {"burst-min", required_argument, NULL, 'b'},  \
         {"cuda-graph-estimate", required_argument, NULL, 'g'},                                     \
         {"page-size", required_argument, NULL, 'k'},                                               \
+        {"max-total-tokens", required_argument, NULL, 'T'},                                        \
+        {"server-version", required_argument, NULL, 'V'},                                          \
     {                                                                                              \
-        "max-total-tokens", required_argument, NULL, 'T'                                           \
+        "multimodal", no_argument, NULL, 'M'                                                       \
     }
 
 struct budget_option_state {
