@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const budget_part_keys[] = {"before_pre",    "unexplained_at_pre",
-                                        "weights",       "between_pre_and_post",
-                                        "freed_between", "unexplained_change"};
+const char *const budget_part_keys[] = {
+    "before_pre",    "unexplained_at_pre", "weights",       "between_pre_and_post",
+    "freed_between", "unexplained_change", "draft_weights", "multimodal_reserve"};
 
 void budget_add_note(struct budget_analysis *r, char *text)
 {
@@ -182,12 +182,95 @@ static void count_from_cmdlines(struct budget_analysis *r, const char *flag, str
         *c = (struct budget_count){false, 0, "none", 0, NULL};
 }
 
+/* SGLang's speculative algorithms whose draft model's KV pool shares the
+ * target's token budget by layer count (pool_configurator.py), and the
+ * others it knows, as codes a flag's value parses to (the order matters:
+ * the first three scale the cell size). */
+static const char *const spec_algorithms[] = {"EAGLE", "EAGLE3",    "STANDALONE", "NEXTN",
+                                              "NGRAM", "LOOKAHEAD", "DFLASH"};
+#define SPEC_SCALED 4 /* codes 1-4 (NEXTN is EAGLE in SGLang) */
+
+static bool parse_spec_algorithm(const char *text, double *out)
+{
+    for (size_t i = 0; i < sizeof(spec_algorithms) / sizeof(spec_algorithms[0]); i++)
+        if (strcasecmp(text, spec_algorithms[i]) == 0) {
+            *out = (double)(i + 1);
+            return true;
+        }
+    return false;
+}
+
+static bool parse_transport(const char *text, double *out)
+{
+    if (strcmp(text, "cuda_ipc") != 0 && strcmp(text, "cuda_vmm") != 0)
+        return false;
+    *out = text[5] == 'i' ? 1 : 2;
+    return true;
+}
+
+/* The first traced process's value of an environment variable, NULL if none has it. */
+static const char *env_value(const struct gm_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->nprocs; i++)
+        for (size_t k = 0; k < m->procs[i].nenv; k++)
+            if (strcmp(m->procs[i].env[k].name, name) == 0 && m->procs[i].env[k].value)
+                return m->procs[i].env[k].value;
+    return NULL;
+}
+
+/*
+ * SGLang's multimodal reserve (kv_cache_configurator.py,
+ * mm_runtime_reservation_gb): SGLANG_VLM_CACHE_SIZE_MB (default 100) for
+ * the embedding cache, plus SGLANG_MM_FEATURE_CACHE_MB when the features
+ * travel over CUDA IPC or VMM (--mm-feature-transport), in GiB (MB / 1024).
+ */
+static void multimodal_reserve(struct budget_analysis *r)
+{
+    struct budget_options *o = r->o;
+    free(o->mm_reserve_why);
+    o->mm_reserve_why = NULL;
+    o->mm_reserve_gib = 0;
+    if (!o->multimodal)
+        return;
+    const char *cache = env_value(r->m, "SGLANG_VLM_CACHE_SIZE_MB");
+    char *end = NULL;
+    double mb = cache ? strtod(cache, &end) : 100.0;
+    if (cache && (end == cache || *end || !isfinite(mb)))
+        mb = 100.0, cache = NULL;
+    char from[160];
+    snprintf(from, sizeof(from), "SGLANG_VLM_CACHE_SIZE_MB %s", cache ? cache : "100 (default)");
+    double v = 0;
+    struct cmdline_found transport = {0};
+    const char *feature = env_value(r->m, "SGLANG_MM_FEATURE_CACHE_MB");
+    if (feature) {
+        /* cuda_ipc and cuda_vmm parse as 1 and 2: only they add the feature cache */
+        transport = launch_lines_value(r, "--mm-feature-transport", parse_transport);
+        if (transport.has && strtod(feature, &end) > 0 && *end == '\0') {
+            mb += strtod(feature, NULL);
+            v = 1;
+        }
+    }
+    o->mm_reserve_gib = mb / 1024.0;
+    o->mm_reserve_why = xasprintf("--multimodal: %s%s%s MB", from,
+                                  v ? " + SGLANG_MM_FEATURE_CACHE_MB " : "", v ? feature : "");
+}
+
 void budget_values_from_cmdlines(struct budget_analysis *r)
 {
     struct budget_options *o = r->o;
     if (o->framework == BUDGET_SGLANG) {
         count_from_cmdlines(r, "--page-size", &o->page_size, 1);
         count_from_cmdlines(r, "--max-total-tokens", &o->max_total_tokens, 0);
+        struct cmdline_found spec =
+            launch_lines_value(r, "--speculative-algorithm", parse_spec_algorithm);
+        o->spec_algorithm[0] = '\0';
+        if (spec.has) {
+            snprintf(o->spec_algorithm, sizeof(o->spec_algorithm), "%s",
+                     spec_algorithms[(size_t)spec.value - 1]);
+            o->spec_pid = spec.pid;
+            o->spec_process = spec.owner;
+        }
+        multimodal_reserve(r);
     }
     const char *flag =
         o->framework == BUDGET_SGLANG ? "--mem-fraction-static" : "--gpu-memory-utilization";
@@ -256,9 +339,13 @@ static void measure_rank(const struct budget_analysis *r, struct budget_rank *rk
             if (made < ppre && ended > ppre && ended < ppost)
                 rk->freed_between = gm_add(rk->freed_between, a->size);
             if (made > ppre && made < ppost && ended > ppost) {
-                bool weights = rk->has_burst && gpu->procs[k] == rk->proc &&
-                               a->event >= rk->burst.first && a->event <= rk->burst.last && a->top;
-                if (weights)
+                bool own = gpu->procs[k] == rk->proc;
+                bool weights = rk->has_burst && own && a->event >= rk->burst.first &&
+                               a->event <= rk->burst.last && a->top;
+                bool draft = own && rk->draft_from != GM_NONE && a->event > rk->draft_from;
+                if (draft)
+                    rk->draft_live = gm_add(rk->draft_live, a->size);
+                else if (weights)
                     rk->weights_live = gm_add(rk->weights_live, a->size);
                 else
                     rk->between[a->category] = gm_add(rk->between[a->category], a->size);
@@ -297,16 +384,20 @@ static void decompose(const struct budget_analysis *r, struct budget_rank *rk)
     add_drow(rk, BUDGET_PART_UNEXPLAINED, -1, rk->unexpl_pre,
              (double)rk->unexpl_pre * f / BUDGET_GIB);
     add_drow(rk, BUDGET_PART_WEIGHTS, -1, rk->weights_live, (double)rk->weights_live / BUDGET_GIB);
+    add_drow(rk, BUDGET_PART_DRAFT, -1, rk->draft_live, (double)rk->draft_live / BUDGET_GIB);
     for (int c = 0; c < GM_GPU_CATEGORIES; c++)
         add_drow(rk, BUDGET_PART_BETWEEN, c, rk->between[c], (double)rk->between[c] / BUDGET_GIB);
     add_drow(rk, BUDGET_PART_FREED, -1, rk->freed_between, -(double)rk->freed_between / BUDGET_GIB);
     int64_t delta = gm_sub(rk->unexpl_post, rk->unexpl_pre);
     add_drow(rk, BUDGET_PART_UNEXPL_DELTA, -1, delta, (double)delta / BUDGET_GIB);
+    double reserve = r->o->mm_reserve_gib;
+    add_drow(rk, BUDGET_PART_RESERVE, -1, (int64_t)llround(reserve * BUDGET_GIB), reserve);
     if (rk->nrows > 1)
         qsort(rk->rows, rk->nrows, sizeof(*rk->rows), compare_drows);
     /* rest = F * total - the costs (exact when pre and post agree on total). */
-    rk->rest_own = budget_sglang_rest((double)rk->post_free / BUDGET_GIB,
-                                      (double)rk->pre_free / BUDGET_GIB, f);
+    rk->rest_own =
+        budget_sglang_rest_reserved((double)rk->post_free / BUDGET_GIB,
+                                    (double)rk->pre_free / BUDGET_GIB, f, r->o->mm_reserve_gib);
     rk->ledger_budget = f * (double)rk->pre_total / BUDGET_GIB;
     double costs = 0;
     for (size_t i = 0; i < rk->nrows; i++)
@@ -412,6 +503,10 @@ char *budget_part_label(const struct budget_row *d)
         return xstrdup("freed between pre and post");
     case BUDGET_PART_UNEXPL_DELTA:
         return xstrdup("unexplained change between pre and post");
+    case BUDGET_PART_DRAFT:
+        return xstrdup("the draft model (speculative decoding: its weights and buffers)");
+    case BUDGET_PART_RESERVE:
+        return xstrdup("multimodal reserve (SGLang's, for the caches it makes later)");
     }
     return xstrdup("?");
 }
@@ -425,6 +520,8 @@ const char *budget_part_when(enum budget_part part)
         return "at pre";
     case BUDGET_PART_FREED:
         return "pre -> post";
+    case BUDGET_PART_RESERVE:
+        return "subtracted from rest";
     default:
         return "made pre -> post";
     }
@@ -441,30 +538,168 @@ static int64_t max_total_tokens(const struct budget_options *o)
     return o->max_total_tokens.has ? o->max_total_tokens.value : 0;
 }
 
-/* One line that names what pushed a failing run under. */
-static char *conclusion(const struct budget_job *g, const struct budget_rank *rk)
+static int64_t tokens_of_bytes(int64_t budget, int64_t cell)
 {
-    const struct budget_row *top = NULL;
-    for (size_t i = 0; i < rk->nrows && !top; i++)
-        if (rk->rows[i].part == BUDGET_PART_BEFORE || rk->rows[i].part == BUDGET_PART_BETWEEN ||
-            rk->rows[i].part == BUDGET_PART_UNEXPLAINED)
-            top = &rk->rows[i];
-    if (!top || top->cost_gib <= 0)
-        return NULL;
-    char bytes[UNITS_BUF], cost[UNITS_BUF], without[UNITS_BUF];
-    format_bytes_signed(bytes, sizeof(bytes), top->bytes);
-    format_bytes_signed(cost, sizeof(cost), (int64_t)llround(top->cost_gib * BUDGET_GIB));
-    signed_mib_gib(without, sizeof(without), g->rest + top->cost_gib);
-    if (top->part == BUDGET_PART_UNEXPLAINED)
+    return budget / cell;
+}
+
+/*
+ * The bytes per token the job's replay uses (SGLang): --cell-size, else
+ * the one the KV pool seen after post was made with (budget_sglang_cell_
+ * from_pool: with a draft model its buffers are in the same equal set, so
+ * the scale is in it), else DeepSeek-V3's; --cell-size and the default are
+ * scaled for an EAGLE or STANDALONE draft model when the layers are known.
+ */
+static void job_cell_size(struct budget_analysis *r, struct budget_job *g)
+{
+    struct budget_options *o = r->o;
+    const struct budget_rank *rk = &g->ranks[g->post_rank];
+    int64_t derived;
+    if (o->has_cell_size) {
+        g->cell_size = o->cell_size;
+        g->cell_source = "option";
+        g->cell_why = xasprintf("%" PRId64 " B per token (--cell-size)", o->cell_size);
+    } else if (rk->has_kv && g->rest > 0 &&
+               budget_sglang_cell_from_pool(budget_sglang_available_bytes(g->rest), page_size(o),
+                                            rk->kv_count, rk->kv_size, tokens_of_bytes, &derived)) {
+        g->cell_size = derived;
+        g->cell_source = "kv_pool";
+        g->cell_why =
+            xasprintf("%" PRId64 " B per token, from the KV pool seen after post: %" PRId64
+                      " equal buffers of %" PRId64 " B, each (tokens + page size) x %" PRId64 " B",
+                      derived, rk->kv_count, rk->kv_size, derived / rk->kv_count);
+        return;
+    } else {
+        g->cell_size = o->cell_size;
+        g->cell_source = "default";
+        g->cell_why = xasprintf("%" PRId64 " B per token assumed (DeepSeek-V3 / Kimi-K2 MLA in "
+                                "bf16): --cell-size gives the model's",
+                                o->cell_size);
+    }
+    bool scaled = false;
+    for (size_t i = 0; i < SPEC_SCALED && o->spec_algorithm[0]; i++)
+        scaled |= strcmp(o->spec_algorithm, spec_algorithms[i]) == 0;
+    if (!scaled)
+        return;
+    char *why = g->cell_why;
+    if (o->num_layers.has && o->draft_layers.has) {
+        g->cell_size =
+            budget_sglang_spec_cell_size(g->cell_size, o->num_layers.value, o->draft_layers.value);
+        g->cell_why = xasprintf("%s, x (1 + %" PRId64 " / %" PRId64 ") for the %s draft model = "
+                                "%" PRId64 " B",
+                                why, o->draft_layers.value, o->num_layers.value, o->spec_algorithm,
+                                g->cell_size);
+    } else {
+        g->cell_why = xasprintf("%s; not scaled for the %s draft model's KV pool (SGLang "
+                                "multiplies it by 1 + draft layers / layers): --num-layers and "
+                                "--draft-num-layers give them",
+                                why, o->spec_algorithm);
+    }
+    free(why);
+}
+
+/* Whether SGLang would go on with this rest, on the job's path and pool. */
+static bool rest_fits(const struct budget_analysis *r, const struct budget_job *g, double rest)
+{
+    const struct budget_options *o = r->o;
+    int64_t tokens;
+    if (r->server.path == BUDGET_PATH_SGLANG_CURRENT) {
+        if (!(rest > 0))
+            return false;
+        tokens = budget_sglang_available_bytes(rest) / g->cell_size;
+    } else {
+        tokens = budget_sglang_tokens(rest, g->cell_size);
+    }
+    return budget_sglang_pool_tokens(tokens, page_size(o), max_total_tokens(o)) > 0;
+}
+
+/* A part the user could do without: not the weights, not what rest bought. */
+static bool removable(const struct budget_row *d)
+{
+    return d->cost_gib > 0 && d->part != BUDGET_PART_WEIGHTS && d->part != BUDGET_PART_FREED;
+}
+
+/* "custom all-reduce buffers (ipc_exported, 1.00 GiB made before pre)" */
+static char *part_phrase(const struct budget_row *d)
+{
+    char bytes[UNITS_BUF];
+    format_bytes_signed(bytes, sizeof(bytes), d->bytes);
+    switch (d->part) {
+    case BUDGET_PART_UNEXPLAINED:
         return xasprintf("memory the traces do not explain (%s at pre: CUDA contexts, untraced "
-                         "memory) cost rest %s: without it rest would be %s",
-                         bytes, cost, without);
-    return xasprintf("%s (%s, %s %s) cost rest %s: without them rest would be %s",
-                     gm_category_label((enum gm_category)top->category),
-                     gm_category_key((enum gm_category)top->category), bytes,
-                     top->part == BUDGET_PART_BEFORE ? "made before pre"
-                                                     : "made between pre and post",
-                     cost, without);
+                         "memory)",
+                         bytes);
+    case BUDGET_PART_BEFORE:
+    case BUDGET_PART_BETWEEN:
+        return xasprintf("%s (%s, %s %s)", gm_category_label((enum gm_category)d->category),
+                         gm_category_key((enum gm_category)d->category), bytes,
+                         d->part == BUDGET_PART_BEFORE ? "made before pre"
+                                                       : "made between pre and post");
+    default: {
+        char *label = budget_part_label(d);
+        char *text = xasprintf("%s (%s)", label, bytes);
+        free(label);
+        return text;
+    }
+    }
+}
+
+/*
+ * One line that names what pushed a failing run under, in the replayed
+ * formula's terms: the costliest part without which it would fit; else the
+ * fewest parts, costliest first, without which it would; else that even
+ * without all of them the weights leave no room. It never blames a part
+ * whose removal would still not fit.
+ */
+static char *conclusion(const struct budget_analysis *r, const struct budget_job *g,
+                        const struct budget_rank *rk)
+{
+    char cost[UNITS_BUF], without[UNITS_BUF];
+    for (size_t i = 0; i < rk->nrows; i++) {
+        const struct budget_row *d = &rk->rows[i];
+        if (!removable(d) || !rest_fits(r, g, g->rest + d->cost_gib))
+            continue;
+        char *part = part_phrase(d);
+        format_bytes_signed(cost, sizeof(cost), (int64_t)llround(d->cost_gib * BUDGET_GIB));
+        signed_mib_gib(without, sizeof(without), g->rest + d->cost_gib);
+        char *text = xasprintf("%s cost rest %s: without %s rest would be %s", part, cost,
+                               d->part == BUDGET_PART_UNEXPLAINED ? "it" : "them", without);
+        free(part);
+        return text;
+    }
+    /* No one part is enough: the fewest that are, costliest first. */
+    double rest = g->rest;
+    size_t taken = 0;
+    char *list = xstrdup("");
+    bool fits = false;
+    for (size_t i = 0; i < rk->nrows && !fits; i++) {
+        const struct budget_row *d = &rk->rows[i];
+        if (!removable(d))
+            continue;
+        char *part = part_phrase(d);
+        char *longer = xasprintf("%s%s%s", list, taken ? "; " : "", part);
+        free(part);
+        free(list);
+        list = longer;
+        rest += d->cost_gib;
+        taken++;
+        fits = rest_fits(r, g, rest);
+    }
+    signed_mib_gib(without, sizeof(without), rest);
+    char weights[UNITS_BUF];
+    format_bytes_signed(weights, sizeof(weights), gm_add(rk->weights_live, rk->draft_live));
+    char *text;
+    if (fits)
+        text = xasprintf("no single part is enough: only without all of %s would rest be %s", list,
+                         without);
+    else if (taken)
+        text = xasprintf("the weights (%s live at post) leave no room under this F: even "
+                         "without everything else (%s) rest would be %s",
+                         weights, list, without);
+    else
+        text = xasprintf("the weights (%s live at post) leave no room under this F", weights);
+    free(list);
+    return text;
 }
 
 /*
@@ -559,17 +794,36 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
     if (o->framework == BUDGET_SGLANG) {
         g->pre_gib = budget_sglang_gib(g->min_pre, g->float_ranks);
         g->post_gib = budget_sglang_gib(g->min_post, g->float_ranks);
-        g->rest = budget_sglang_rest(g->post_gib, g->pre_gib, o->fraction);
-        struct budget_sglang_pool pool = {o->cell_size, page_size(o), max_total_tokens(o)};
-        g->tokens_profiled = budget_sglang_tokens(g->rest, o->cell_size);
-        g->tokens =
-            budget_sglang_pool_tokens(g->tokens_profiled, pool.page_size, pool.max_total_tokens);
-        g->fits = g->tokens > 0;
+        bool current = r->server.path == BUDGET_PATH_SGLANG_CURRENT;
+        g->mm_reserve_gib = current ? o->mm_reserve_gib : 0;
+        g->rest =
+            budget_sglang_rest_reserved(g->post_gib, g->pre_gib, o->fraction, g->mm_reserve_gib);
+        job_cell_size(r, g);
+        struct budget_sglang_pool pool = {g->cell_size, page_size(o), max_total_tokens(o),
+                                          g->mm_reserve_gib, current};
+        if (current && !(g->rest > 0)) {
+            /* _profile_available_bytes raises before any token is counted */
+            g->tokens_profiled = g->tokens = 0;
+            g->error_type = "ValueError";
+            g->verdict = budget_sglang_value_error(o->fraction, g->post_gib, g->pre_gib);
+        } else {
+            if (current) {
+                g->has_kv_budget = true;
+                g->kv_budget_bytes = budget_sglang_available_bytes(g->rest);
+                g->tokens_profiled = g->kv_budget_bytes / g->cell_size;
+            } else {
+                g->tokens_profiled = budget_sglang_tokens(g->rest, g->cell_size);
+            }
+            g->tokens = budget_sglang_pool_tokens(g->tokens_profiled, pool.page_size,
+                                                  pool.max_total_tokens);
+            g->fits = g->tokens > 0;
+            g->error_type = g->fits ? NULL : "RuntimeError";
+            g->verdict = g->fits ? xasprintf("fits: %" PRId64 " tokens", g->tokens)
+                                 : xstrdup(BUDGET_SGLANG_ERR);
+        }
         g->f_min = budget_sglang_pool_f_min(g->post_gib, g->pre_gib, &pool);
         g->has_f_min =
             budget_sglang_pool_f_min_rounded(g->post_gib, g->pre_gib, &pool, &g->f_min_rounded);
-        g->verdict =
-            g->fits ? xasprintf("fits: %" PRId64 " tokens", g->tokens) : xstrdup(BUDGET_SGLANG_ERR);
         if (!g->fits && g->tokens_profiled > 0)
             g->conclusion = xasprintf(
                 "rest buys %" PRId64 " tokens, less than one page of %" PRId64 " (--page-size)",
@@ -578,7 +832,7 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
                     : pool.max_total_tokens,
                 pool.page_size);
         else if (!g->fits)
-            g->conclusion = conclusion(g, &g->ranks[g->post_rank]);
+            g->conclusion = conclusion(r, g, &g->ranks[g->post_rank]);
     } else {
         const struct budget_rank *rk = &g->ranks[g->early_rank];
         if (g->early_failure) {
@@ -609,8 +863,11 @@ void budget_analysis_free(struct budget_analysis *r)
         free(g->missing);
         free(g->conclusion);
         free(g->verdict);
+        free(g->cell_why);
     }
     free(r->groups);
+    free(r->o->mm_reserve_why);
+    r->o->mm_reserve_why = NULL;
     free(r->server.framework_why);
     free(r->server.path_why);
     for (size_t i = 0; i < r->nnotes; i++)
@@ -659,8 +916,21 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
     case 'c':
         if (!parse_bytes_opt(arg, &o->cell_size, true))
             return cli_usage_error(cmd, "--cell-size %s: expected a positive size in bytes", arg);
+        o->has_cell_size = true;
         st->budget_only = true;
         return 1;
+    case 'L':
+    case 'D': {
+        struct budget_count *count = c == 'L' ? &o->num_layers : &o->draft_layers;
+        double v;
+        if (!parse_count(arg, &v))
+            return cli_usage_error(cmd, "%s %s: expected a whole number of layers >= 1",
+                                   c == 'L' ? "--num-layers" : "--draft-num-layers", arg);
+        *count = (struct budget_count){true, (int64_t)v, "option", 0, NULL};
+        st->budget_only = true;
+        st->sglang_only = c == 'L' ? "--num-layers" : "--draft-num-layers";
+        return 1;
+    }
     case 'b':
         if (!parse_bytes_opt(arg, &o->burst_min, true))
             return cli_usage_error(cmd, "--burst-min %s: expected a positive size in bytes", arg);
@@ -722,10 +992,59 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
     return CLI_PARSED;
 }
 
+/* The JSON and text name of a path. */
+const char *budget_path_name(enum budget_path path)
+{
+    switch (path) {
+    case BUDGET_PATH_SGLANG_OLDER:
+        return "sglang-older";
+    case BUDGET_PATH_SGLANG_CURRENT:
+        return "sglang-current";
+    case BUDGET_PATH_VLLM_OLDER:
+        return "vllm-older";
+    case BUDGET_PATH_VLLM_CURRENT:
+        return "vllm-current";
+    default:
+        return "unknown";
+    }
+}
+
+/* Which of the framework's code paths to replay, when the caller did not say. */
+static void choose_path(struct budget_analysis *r)
+{
+    struct budget_server *sv = &r->server;
+    if (sv->path != BUDGET_PATH_UNKNOWN || r->o->framework != BUDGET_SGLANG)
+        return;
+    bool current = false, older = false;
+    for (size_t i = 0; i < r->ngroups; i++)
+        for (size_t k = 0; k < r->groups[i].nranks; k++) {
+            const char *choice = r->groups[i].ranks[k].choice;
+            current |= choice && strstr(choice, "made in _profile_available_bytes") != NULL;
+            older |= choice && strstr(choice, "made in profile_max_num_token") != NULL;
+        }
+    if (current || older) {
+        sv->path = current ? BUDGET_PATH_SGLANG_CURRENT : BUDGET_PATH_SGLANG_OLDER;
+        sv->path_source = "trace";
+        sv->path_why = xstrdup(current ? "post was measured in _profile_available_bytes"
+                                       : "post was measured in profile_max_num_token");
+    } else {
+        sv->path = BUDGET_PATH_SGLANG_OLDER;
+        sv->path_source = "default";
+        sv->path_why = xstrdup("no Python stack names SGLang's functions: the older path "
+                               "(--server-version chooses)");
+    }
+}
+
 int budget_analyse(struct budget_analysis *r)
 {
     if (budget_find_groups(r) != 0)
         return -1;
+    choose_path(r);
+    if (r->o->framework == BUDGET_SGLANG && r->o->multimodal &&
+        r->server.path != BUDGET_PATH_SGLANG_CURRENT)
+        budget_add_note(r, xasprintf("--multimodal: the %s path reserves nothing for multimodal "
+                                     "caches",
+                                     budget_path_name(r->server.path)));
     for (size_t i = 0; i < r->ngroups; i++)
         analyse_group(r, &r->groups[i]);
     return 0;

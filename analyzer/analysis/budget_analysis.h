@@ -68,6 +68,16 @@ struct budget_options {
     const char *source_process;
     /* SGLang: the pool's tokens are capped, then floored to whole pages. */
     struct budget_count page_size, max_total_tokens;
+    /* SGLang with EAGLE or STANDALONE speculative decoding: the target's
+     * cell size is scaled by (1 + draft layers / layers). */
+    struct budget_count num_layers, draft_layers;
+    char spec_algorithm[24]; /* the launch lines' --speculative-algorithm, "": none */
+    int64_t spec_pid;        /* whose line, as source_pid/source_process below */
+    const char *spec_process;
+    /* SGLang's multimodal reserve in GiB (current path, --multimodal) and its source text */
+    double mm_reserve_gib;
+    char *mm_reserve_why;
+    bool has_cell_size; /* --cell-size given */
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
     const char *server_version; /* --server-version, NULL when absent */
@@ -84,6 +94,8 @@ enum budget_part {
     BUDGET_PART_BETWEEN,      /* other memory made between pre and post, live at post */
     BUDGET_PART_FREED,        /* live at pre, freed before post: gives back */
     BUDGET_PART_UNEXPL_DELTA, /* unexplained memory that appeared between pre and post */
+    BUDGET_PART_DRAFT,        /* made by the draft worker (speculative decoding), live at post */
+    BUDGET_PART_RESERVE,      /* the multimodal reserve (current path, --multimodal) */
 };
 /* "before_pre", "unexplained_at_pre", ...: the JSON names of the parts */
 extern const char *const budget_part_keys[];
@@ -122,6 +134,10 @@ struct budget_rank {
     /* the KV pool seen after post */
     bool has_kv;
     int64_t kv_count, kv_size;
+    /* SGLang: where the draft worker began (its first measurement), GM_NONE
+     * when none; what it made that is live at post */
+    uint32_t draft_from;
+    int64_t draft_live;
 };
 
 /* The ranks of one job (a tensor-parallel group) and the server's verdict. */
@@ -145,6 +161,14 @@ struct budget_job {
     double f_min, f_min_rounded;
     bool has_f_min;
     char *conclusion;
+    /* SGLang's inputs and steps as the path replayed has them */
+    double mm_reserve_gib;
+    int64_t cell_size;       /* bytes per token, after the speculative scale */
+    const char *cell_source; /* "option", "kv_pool", "default" */
+    char *cell_why;
+    bool has_kv_budget;      /* current path with rest > 0 */
+    int64_t kv_budget_bytes; /* int(rest * 2^30) */
+    const char *error_type;  /* "ValueError", "RuntimeError", NULL when it fits */
     /* vLLM */
     int64_t available;
     size_t available_rank, early_rank;
@@ -183,6 +207,8 @@ bool budget_parse_fraction(const char *text, double *out);
         {"page-size", required_argument, NULL, 'k'},                                               \
         {"max-total-tokens", required_argument, NULL, 'T'},                                        \
         {"server-version", required_argument, NULL, 'V'},                                          \
+        {"num-layers", required_argument, NULL, 'L'},                                              \
+        {"draft-num-layers", required_argument, NULL, 'D'},                                        \
     {                                                                                              \
         "multimodal", no_argument, NULL, 'M'                                                       \
     }
@@ -226,6 +252,9 @@ char *budget_source_text(const struct budget_options *o, char *buf, size_t size)
  */
 int budget_analyse(struct budget_analysis *r);
 void budget_analysis_free(struct budget_analysis *r);
+
+/* "sglang-current", "vllm-older", ...: a path's name in reports. */
+const char *budget_path_name(enum budget_path path);
 
 /* A decomposition row's words: "custom all-reduce buffers (ipc_exported)"
  * (malloc'd), and when it was made: "made before pre". */

@@ -38,6 +38,7 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
     memset(out, 0, sizeof(*out));
     out->proc = proc;
     out->gpu = gpu;
+    out->draft_from = GM_NONE;
     if (gpu == GM_NONE)
         return false;
     struct gm_burst b;
@@ -127,7 +128,7 @@ static bool function_is(const char *found, const char *name)
 /* SGLang's pre and post among a rank's measurements (see above). */
 static bool sglang_by_names(const struct gm_model *m, uint32_t proc, struct trace *t,
                             const uint32_t *meas, size_t count, size_t *pre, size_t *post,
-                            char **pre_fn, char **post_fn, char **why)
+                            char **pre_fn, char **post_fn, char **why, size_t *draft)
 {
     size_t first = SIZE_MAX, last = SIZE_MAX;
     char *last_fn = NULL, *before_last_fn = NULL;
@@ -162,6 +163,15 @@ static bool sglang_by_names(const struct gm_model *m, uint32_t proc, struct trac
     }
     if (*post == SIZE_MAX)
         return false;
+    /* A later init_torch_distributed before post is the draft worker's:
+     * what it made from there on is the draft model's. */
+    for (size_t i = last + 1; i < *post && *draft == SIZE_MAX; i++) {
+        char *fn =
+            stacks_python_function(t, event_seq(m, proc, meas[i]), NAMES(sglang_pre_functions));
+        if (fn)
+            *draft = i;
+        free(fn);
+    }
     char *post_name = xstrndup(*post_fn, strcspn(*post_fn, " "));
     *why = made >= 2 ? xasprintf("pre: the distributed measurement, the second-to-last of the "
                                  "%zu made by the first init_torch_distributed (its last is the "
@@ -259,14 +269,15 @@ static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, stru
     struct trace *t = (struct trace *)m->procs[proc].trace; /* read only */
     size_t count;
     uint32_t *meas = gm_measurements(m, proc, gpu, &count);
-    size_t pre = SIZE_MAX, post = SIZE_MAX;
+    size_t pre = SIZE_MAX, post = SIZE_MAX, draft = SIZE_MAX;
     char *pre_fn = NULL, *post_fn = NULL, *why = NULL;
     bool found =
         r->o->framework == BUDGET_SGLANG
-            ? sglang_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why)
+            ? sglang_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why, &draft)
             : vllm_by_names(m, proc, t, meas, count, &pre, &post, &pre_fn, &post_fn, &why);
     if (found) {
         memset(out, 0, sizeof(*out));
+        out->draft_from = draft == SIZE_MAX ? GM_NONE : meas[draft];
         out->proc = proc;
         out->gpu = gpu;
         out->analysed = true;
@@ -317,6 +328,7 @@ static bool rank_from_indexes(const struct budget_analysis *r, uint32_t proc, in
     memset(out, 0, sizeof(*out));
     out->proc = proc;
     out->gpu = gpu;
+    out->draft_from = GM_NONE;
     if (gpu == GM_NONE || m->procs[proc].measurements == 0)
         return false;
     size_t count;
@@ -467,6 +479,7 @@ int budget_find_groups(struct budget_analysis *r)
             }
             rk.proc = (uint32_t)i;
             rk.gpu = gm_main_gpu(m, (uint32_t)i);
+            rk.draft_from = GM_NONE;
             rk.analysed = false;
             rk.problem = xstrdup(rk.gpu == GM_NONE ? "no GPU activity in its trace"
                                                    : "no measurement and no weight burst");

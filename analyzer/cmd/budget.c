@@ -354,11 +354,11 @@ static void print_kv(const struct budget_analysis *r, const struct budget_job *g
         const struct budget_rank *rk = &g->ranks[k];
         if (!rk->analysed || (!rk->has_kv && !g->fits))
             continue;
-        int64_t predicted = r->o->framework == BUDGET_SGLANG
-                                ? (g->tokens > 0 && g->tokens <= INT64_MAX / r->o->cell_size
-                                       ? g->tokens * r->o->cell_size
-                                       : 0)
-                                : rk->available;
+        int64_t predicted =
+            r->o->framework == BUDGET_SGLANG
+                ? (g->tokens > 0 && g->tokens <= INT64_MAX / g->cell_size ? g->tokens * g->cell_size
+                                                                          : 0)
+                : rk->available;
         procs[n] = rk->proc;
         if (rk->has_kv)
             texts[n++] = xasprintf(
@@ -408,9 +408,24 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
                 g->min_pre, r->m->procs[pre->proc].pid);
         fprintf(out, "    post   = %.6f GiB   (MIN %" PRIu64 " B, pid %" PRId64 ")\n", g->post_gib,
                 g->min_post, r->m->procs[post->proc].pid);
-        fprintf(out, "    rest   = post - pre * (1 - %g) = %.6f GiB\n", o->fraction, g->rest);
-        fprintf(out, "    tokens = floor(rest * 2^30 / %" PRId64 ") = %" PRId64 "\n", o->cell_size,
-                g->tokens_profiled);
+        bool current = r->server.path == BUDGET_PATH_SGLANG_CURRENT;
+        if (g->mm_reserve_gib > 0)
+            fprintf(out,
+                    "    rest   = post - pre * (1 - %g) - %.6f (multimodal reserve) = %.6f GiB\n",
+                    o->fraction, g->mm_reserve_gib, g->rest);
+        else
+            fprintf(out, "    rest   = post - pre * (1 - %g) = %.6f GiB\n", o->fraction, g->rest);
+        if (current && !g->has_kv_budget)
+            fputs("    rest <= 0: _profile_available_bytes raises before counting tokens\n", out);
+        else if (current)
+            fprintf(out,
+                    "    bytes  = int(rest * 2^30) = %" PRId64 "\n    tokens = bytes // %" PRId64
+                    " = %" PRId64 "\n",
+                    g->kv_budget_bytes, g->cell_size, g->tokens_profiled);
+        else
+            fprintf(out, "    tokens = floor(rest * 2^30 / %" PRId64 ") = %" PRId64 "\n",
+                    g->cell_size, g->tokens_profiled);
+
         if (o->max_total_tokens.has || o->page_size.value > 1) {
             fputs("    pool   = ", out);
             if (o->max_total_tokens.has)
@@ -421,6 +436,9 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
                     o->page_size.value, g->tokens);
         }
         fprintf(out, "  verdict: %s\n", g->verdict);
+        if (g->error_type)
+            fprintf(out, "  (raised by SGLang as a %s)\n", g->error_type);
+        wrapped_line(out, 2, "cell size:", g->cell_why);
         if (g->has_f_min)
             fprintf(out, "  smallest --mem-fraction-static that fits: %.3f (exactly %.6f)\n",
                     g->f_min_rounded, g->f_min);
@@ -530,6 +548,26 @@ static void print_text(const struct budget_analysis *r, FILE *out)
         fputs(", ", out);
         print_count_text("--max-total-tokens", &o->max_total_tokens, out);
         fputc('\n', out);
+        if (o->spec_algorithm[0]) {
+            char *line = xasprintf(
+                "--speculative-algorithm %s (from %s): a draft model's weights "
+                "count against rest",
+                o->spec_algorithm,
+                budget_count_source_text(
+                    &(struct budget_count){true, 0, "cmdline", o->spec_pid, o->spec_process},
+                    source, sizeof(source)));
+            text_print_wrapped(out, line, 2);
+            free(line);
+        }
+        if (o->mm_reserve_why)
+            wrapped_line(out, 2, "multimodal reserve:", o->mm_reserve_why);
+    }
+    if (r->server.framework_why)
+        wrapped_line(out, 2, "framework from the trace:", r->server.framework_why);
+    if (r->server.path_why) {
+        char *line = xasprintf("%s (%s)", budget_path_name(r->server.path), r->server.path_why);
+        wrapped_line(out, 2, "code path replayed:", line);
+        free(line);
     }
     for (size_t i = 0; i < r->ngroups; i++)
         if (job_listed(&r->groups[i]))
@@ -686,6 +724,19 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
     for (size_t i = 0; i < g->nmissing; i++)
         json_int(w, g->missing[i]);
     json_array_end(w);
+    if (o->framework == BUDGET_SGLANG && g->analysed > 0) {
+        /* the steps the path replayed adds to the older arithmetic below */
+        json_kv_double(w, "mm_reserve_gib", g->mm_reserve_gib);
+        json_kv_int(w, "cell_size", g->cell_size);
+        json_kv_string(w, "cell_size_source", g->cell_source);
+        json_kv_string(w, "cell_size_why", g->cell_why);
+        if (g->has_kv_budget)
+            json_kv_int(w, "available_bytes", g->kv_budget_bytes);
+        else
+            json_kv_null(w, "available_bytes");
+        json_kv_int(w, "tokens_profiled", g->tokens_profiled);
+        json_kv_string(w, "error_type", g->error_type);
+    }
     json_key(w, "ranks");
     json_array_begin(w);
     for (size_t k = 0; k < g->nranks; k++)
@@ -713,8 +764,8 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
             else
                 json_kv_null(w, "f_min_rounded");
             json_kv_string(w, "conclusion", g->conclusion);
-            if (g->tokens > 0 && g->tokens <= INT64_MAX / o->cell_size)
-                json_kv_int(w, "kv_predicted_bytes", g->tokens * o->cell_size);
+            if (g->tokens > 0 && g->tokens <= INT64_MAX / g->cell_size)
+                json_kv_int(w, "kv_predicted_bytes", g->tokens * g->cell_size);
             else
                 json_kv_null(w, "kv_predicted_bytes");
         }
@@ -775,6 +826,20 @@ static void print_json(const struct budget_analysis *r, FILE *out)
     } else {
         json_kv_null(&w, "pre_seq");
         json_kv_null(&w, "post_seq");
+    }
+    json_object_end(&w);
+    json_key(&w, "server");
+    json_object_begin(&w);
+    json_kv_string(&w, "framework", framework_name(o->framework));
+    json_kv_string(&w, "framework_source", r->server.framework_source);
+    json_kv_string(&w, "framework_why", r->server.framework_why);
+    json_kv_string(&w, "path", budget_path_name(r->server.path));
+    json_kv_string(&w, "path_source", r->server.path_source);
+    json_kv_string(&w, "why", r->server.path_why);
+    if (o->framework == BUDGET_SGLANG) {
+        json_kv_string(&w, "speculative_algorithm",
+                       o->spec_algorithm[0] ? o->spec_algorithm : NULL);
+        json_kv_string(&w, "multimodal_reserve", o->mm_reserve_why);
     }
     json_object_end(&w);
     if (o->framework == BUDGET_SGLANG) {

@@ -4,9 +4,13 @@
  * order: these numbers are compared bit for bit.
  */
 #include "replay/sglang.h"
+#include "cli.h"
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 double budget_sglang_gib(uint64_t min_free_bytes, int ranks)
 {
@@ -17,6 +21,105 @@ double budget_sglang_gib(uint64_t min_free_bytes, int ranks)
 double budget_sglang_rest(double post_gib, double pre_gib, double fraction)
 {
     return post_gib - pre_gib * (1.0 - fraction);
+}
+
+double budget_sglang_rest_reserved(double post_gib, double pre_gib, double fraction,
+                                   double reserve_gib)
+{
+    return post_gib - pre_gib * (1.0 - fraction) - reserve_gib;
+}
+
+/* A double to int64 as Python's int() does (towards zero), saturated. */
+static int64_t saturating_trunc(double v)
+{
+    if (!(v < 9223372036854775807.0))
+        return isnan(v) ? 0 : INT64_MAX;
+    if (!(v > -9223372036854775808.0))
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+int64_t budget_sglang_available_bytes(double rest_gib)
+{
+    return saturating_trunc(rest_gib * BUDGET_GIB);
+}
+
+int64_t budget_sglang_spec_cell_size(int64_t cell_size, int64_t layers, int64_t draft_layers)
+{
+    assert(cell_size > 0 && layers > 0 && draft_layers >= 0);
+    return saturating_trunc((double)cell_size * (1.0 + (double)draft_layers / (double)layers));
+}
+
+char *budget_python_float_repr(double v, char *buf, size_t size)
+{
+    assert(size >= 32);
+    if (isnan(v))
+        return strcpy(buf, "nan");
+    if (isinf(v))
+        return strcpy(buf, v > 0 ? "inf" : "-inf");
+    /* repr is the shortest decimal that reads back as the same double... */
+    int digits = 1;
+    for (; digits < 17; digits++) {
+        snprintf(buf, size, "%.*e", digits - 1, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    snprintf(buf, size, "%.*e", digits - 1, v);
+    int exponent = atoi(strchr(buf, 'e') + 1);
+    /* ...written without an exponent from 1e-4 up to 1e16, always with a
+     * point there; with one outside, two digits at least ("1e-05") */
+    if (exponent < -4 || exponent >= 16) {
+        snprintf(buf, size, "%.*e", digits - 1, v);
+        return buf;
+    }
+    int decimals = digits - 1 - exponent;
+    snprintf(buf, size, "%.*f", decimals > 0 ? decimals : 0, v);
+    if (decimals <= 0)
+        strcat(buf, ".0");
+    return buf;
+}
+
+char *budget_sglang_value_error(double fraction, double post_gib, double pre_gib)
+{
+    double minimum = 1.0 - post_gib / pre_gib;
+    double suggested = ceil(minimum * 1000.0) / 1000.0;
+    char f[40];
+    return xasprintf("%s under --mem-fraction-static=%s. Raise --mem-fraction-static above %.3f "
+                     "(minimum viable = 1 - available/pre = %.4f). If using speculative "
+                     "decoding, draft weights are now counted.",
+                     BUDGET_SGLANG_VALUE_ERR_START,
+                     budget_python_float_repr(fraction, f, sizeof(f)), suggested, minimum);
+}
+
+bool budget_sglang_cell_from_pool(int64_t budget_bytes, int64_t page_size, int64_t count,
+                                  int64_t size, int64_t (*tokens_of)(int64_t budget, int64_t cell),
+                                  int64_t *cell_size)
+{
+    if (budget_bytes <= 0 || page_size <= 0 || count <= 0 || size <= 0)
+        return false;
+    /* b is one buffer's bytes per token: at most a few hundred KiB for any
+     * model (heads x head_dim x dtype); the bound keeps this linear scan short. */
+    int64_t limit = size / page_size;
+    if (limit > (1 << 22))
+        limit = 1 << 22;
+    int64_t found = 0;
+    int matches = 0;
+    for (int64_t b = 1; b <= limit && matches < 2; b++) {
+        if (size % b != 0 || b > INT64_MAX / count)
+            continue;
+        int64_t cell = count * b, tokens = tokens_of(budget_bytes, cell);
+        int64_t pooled = tokens - tokens % page_size; /* no pool is made for none */
+        if (tokens <= 0 || pooled <= 0)
+            continue;
+        if (pooled + page_size == size / b) {
+            found = cell;
+            matches++;
+        }
+    }
+    if (matches != 1)
+        return false;
+    *cell_size = found;
+    return true;
 }
 
 int64_t budget_sglang_tokens(double rest_gib, int64_t cell_size)
@@ -48,8 +151,15 @@ int64_t budget_sglang_pool_tokens(int64_t tokens, int64_t page_size, int64_t max
 bool budget_sglang_pool_fits(double post_gib, double pre_gib, double fraction,
                              const struct budget_sglang_pool *pool)
 {
-    double rest = budget_sglang_rest(post_gib, pre_gib, fraction);
-    int64_t tokens = budget_sglang_tokens(rest, pool->cell_size);
+    double rest = budget_sglang_rest_reserved(post_gib, pre_gib, fraction, pool->reserve_gib);
+    int64_t tokens;
+    if (pool->int_bytes) {
+        if (!(rest > 0))
+            return false;
+        tokens = budget_sglang_available_bytes(rest) / pool->cell_size;
+    } else {
+        tokens = budget_sglang_tokens(rest, pool->cell_size);
+    }
     return budget_sglang_pool_tokens(tokens, pool->page_size, pool->max_total_tokens) > 0;
 }
 
@@ -58,8 +168,9 @@ double budget_sglang_pool_f_min(double post_gib, double pre_gib,
 {
     if (!(pre_gib > 0))
         return NAN;
-    return 1.0 -
-           (post_gib - (double)pool->page_size * (double)pool->cell_size / BUDGET_GIB) / pre_gib;
+    return 1.0 - (post_gib - pool->reserve_gib -
+                  (double)pool->page_size * (double)pool->cell_size / BUDGET_GIB) /
+                     pre_gib;
 }
 
 bool budget_sglang_pool_f_min_rounded(double post_gib, double pre_gib,
@@ -84,19 +195,19 @@ bool budget_sglang_pool_f_min_rounded(double post_gib, double pre_gib,
 
 bool budget_sglang_fits(double post_gib, double pre_gib, double fraction, int64_t cell_size)
 {
-    struct budget_sglang_pool pool = {cell_size, 1, 0};
+    struct budget_sglang_pool pool = {cell_size, 1, 0, 0, false};
     return budget_sglang_pool_fits(post_gib, pre_gib, fraction, &pool);
 }
 
 double budget_sglang_f_min(double post_gib, double pre_gib, int64_t cell_size)
 {
-    struct budget_sglang_pool pool = {cell_size, 1, 0};
+    struct budget_sglang_pool pool = {cell_size, 1, 0, 0, false};
     return budget_sglang_pool_f_min(post_gib, pre_gib, &pool);
 }
 
 bool budget_sglang_f_min_rounded(double post_gib, double pre_gib, int64_t cell_size,
                                  double *fraction)
 {
-    struct budget_sglang_pool pool = {cell_size, 1, 0};
+    struct budget_sglang_pool pool = {cell_size, 1, 0, 0, false};
     return budget_sglang_pool_f_min_rounded(post_gib, pre_gib, &pool, fraction);
 }

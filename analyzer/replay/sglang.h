@@ -8,6 +8,7 @@
 #define CUTRACE_ANALYZER_REPLAY_SGLANG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define BUDGET_GIB        1073741824.0 /* SGLang's "GB" is 2^30 bytes */
@@ -36,17 +37,63 @@ int64_t budget_sglang_tokens(double rest_gib, int64_t cell_size);
  */
 int64_t budget_sglang_pool_tokens(int64_t tokens, int64_t page_size, int64_t max_total_tokens);
 
-/* What sizes the pool besides rest: bytes per token, page, cap (0: none). */
+/*
+ * The current path (KVCacheConfigurator._profile_available_bytes, SGLang
+ * about 0.5.16 and later): rest = post - pre * (1 - F) - reserve, the
+ * reserve being the multimodal caches' GiB (0 for a text model); the older
+ * path is the same with a reserve of 0 (x - 0.0 is x).
+ */
+double budget_sglang_rest_reserved(double post_gib, double pre_gib, double fraction,
+                                   double reserve_gib);
+
+/* int(rest * 2^30): the KV budget in bytes the current path hands the pool
+ * configurator (truncated towards zero); saturates like the tokens. */
+int64_t budget_sglang_available_bytes(double rest_gib);
+
+/* int(cell * (1 + draft_layers / layers)): the bytes per token of the
+ * target's pool when an EAGLE or STANDALONE draft model shares it. */
+int64_t budget_sglang_spec_cell_size(int64_t cell_size, int64_t layers, int64_t draft_layers);
+
+/*
+ * The ValueError the current path raises when rest <= 0, as SGLang words
+ * it: F as Python's str(float), then ceil(F_min * 1000) / 1000 with three
+ * decimals and F_min = 1 - post / pre with four (malloc'd).
+ */
+#define BUDGET_SGLANG_VALUE_ERR_START "Loaded weights leave no GPU memory for the KV cache"
+char *budget_sglang_value_error(double fraction, double post_gib, double pre_gib);
+
+/* Python's repr() of a double ("0.55", "1.0", "1e-05") into buf. */
+char *budget_python_float_repr(double v, char *buf, size_t size);
+
+/*
+ * The bytes per token of a KV pool of `count` equal buffers of `size` bytes
+ * each, made from a budget of `budget_bytes`: SGLang sizes every buffer for
+ * (tokens + page_size) tokens, so a per-buffer per-token size b must divide
+ * size with size / b - page = tokens(count * b). tokens_of is the path's
+ * own rounding. True when exactly one b fits (the cell is count * b).
+ */
+bool budget_sglang_cell_from_pool(int64_t budget_bytes, int64_t page_size, int64_t count,
+                                  int64_t size, int64_t (*tokens_of)(int64_t budget, int64_t cell),
+                                  int64_t *cell_size);
+
+/*
+ * What sizes the pool besides rest: bytes per token, page, cap (0: none);
+ * for the current path also the reserve subtracted from rest and its
+ * rounding (int_bytes: rest > 0 is required, then int(rest * 2^30) //
+ * cell; else floor(rest * 2^30 / cell)). Zero for both is the older path.
+ */
 struct budget_sglang_pool {
     int64_t cell_size, page_size, max_total_tokens;
+    double reserve_gib;
+    bool int_bytes;
 };
 
 /* Whether SGLang goes on with this F: the pool's tokens > 0. */
 bool budget_sglang_pool_fits(double post_gib, double pre_gib, double fraction,
                              const struct budget_sglang_pool *pool);
 
-/* F_min = 1 - (post - page * c) / pre: the F at which one page fits; NaN
- * when pre is not positive. */
+/* F_min = 1 - (post - reserve - page * c) / pre: the F at which one page
+ * fits; NaN when pre is not positive. */
 double budget_sglang_pool_f_min(double post_gib, double pre_gib,
                                 const struct budget_sglang_pool *pool);
 
