@@ -538,39 +538,20 @@ static int64_t max_total_tokens(const struct budget_options *o)
     return o->max_total_tokens.has ? o->max_total_tokens.value : 0;
 }
 
-static int64_t tokens_of_bytes(int64_t budget, int64_t cell)
-{
-    return budget / cell;
-}
-
 /*
  * The bytes per token the job's replay uses (SGLang): --cell-size, else
- * the one the KV pool seen after post was made with (budget_sglang_cell_
- * from_pool: with a draft model its buffers are in the same equal set, so
- * the scale is in it), else DeepSeek-V3's; --cell-size and the default are
- * scaled for an EAGLE or STANDALONE draft model when the layers are known.
+ * DeepSeek-V3's, scaled for an EAGLE or STANDALONE draft model when the
+ * layers are known. A trace cannot tell it (budget_sglang_pool_matches):
+ * the KV pool seen after post only confirms it or not (pool_check).
  */
 static void job_cell_size(struct budget_analysis *r, struct budget_job *g)
 {
     struct budget_options *o = r->o;
-    const struct budget_rank *rk = &g->ranks[g->post_rank];
-    int64_t derived;
+    g->cell_size = o->cell_size;
     if (o->has_cell_size) {
-        g->cell_size = o->cell_size;
         g->cell_source = "option";
         g->cell_why = xasprintf("%" PRId64 " B per token (--cell-size)", o->cell_size);
-    } else if (rk->has_kv && g->rest > 0 &&
-               budget_sglang_cell_from_pool(budget_sglang_available_bytes(g->rest), page_size(o),
-                                            rk->kv_count, rk->kv_size, tokens_of_bytes, &derived)) {
-        g->cell_size = derived;
-        g->cell_source = "kv_pool";
-        g->cell_why =
-            xasprintf("%" PRId64 " B per token, from the KV pool seen after post: %" PRId64
-                      " equal buffers of %" PRId64 " B, each (tokens + page size) x %" PRId64 " B",
-                      derived, rk->kv_count, rk->kv_size, derived / rk->kv_count);
-        return;
     } else {
-        g->cell_size = o->cell_size;
         g->cell_source = "default";
         g->cell_why = xasprintf("%" PRId64 " B per token assumed (DeepSeek-V3 / Kimi-K2 MLA in "
                                 "bf16): --cell-size gives the model's",
@@ -595,6 +576,27 @@ static void job_cell_size(struct budget_analysis *r, struct budget_job *g)
                                 "--draft-num-layers give them",
                                 why, o->spec_algorithm);
     }
+    free(why);
+}
+
+/* Whether the KV pool the trace saw after post is the one this replay
+ * predicts: "matches", "differs" (said in cell_why), NULL when none. */
+static void pool_check(struct budget_job *g)
+{
+    const struct budget_rank *rk = &g->ranks[g->post_rank];
+    if (!rk->has_kv || !g->fits)
+        return;
+    int64_t page = g->page_size;
+    if (budget_sglang_pool_matches(g->tokens, page, rk->kv_count, rk->kv_size, g->cell_size)) {
+        g->pool_check = "matches";
+        return;
+    }
+    g->pool_check = "differs";
+    char *why = g->cell_why;
+    g->cell_why = xasprintf("%s; the KV pool seen after post (%" PRId64 " x %" PRId64
+                            " B) is not (%" PRId64 " tokens + page %" PRId64 ") x %" PRId64
+                            " B: the cell size or the tokens differ from the server's",
+                            why, rk->kv_count, rk->kv_size, g->tokens, page, g->cell_size);
     free(why);
 }
 
@@ -799,7 +801,8 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
         g->rest =
             budget_sglang_rest_reserved(g->post_gib, g->pre_gib, o->fraction, g->mm_reserve_gib);
         job_cell_size(r, g);
-        struct budget_sglang_pool pool = {g->cell_size, page_size(o), max_total_tokens(o),
+        g->page_size = page_size(o);
+        struct budget_sglang_pool pool = {g->cell_size, g->page_size, max_total_tokens(o),
                                           g->mm_reserve_gib, current};
         if (current && !(g->rest > 0)) {
             /* _profile_available_bytes raises before any token is counted */
@@ -833,6 +836,7 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
                 pool.page_size);
         else if (!g->fits)
             g->conclusion = conclusion(r, g, &g->ranks[g->post_rank]);
+        pool_check(g);
     } else {
         const struct budget_rank *rk = &g->ranks[g->early_rank];
         if (g->early_failure) {

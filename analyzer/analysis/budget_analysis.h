@@ -164,7 +164,9 @@ struct budget_job {
     /* SGLang's inputs and steps as the path replayed has them */
     double mm_reserve_gib;
     int64_t cell_size;       /* bytes per token, after the speculative scale */
-    const char *cell_source; /* "option", "kv_pool", "default" */
+    const char *cell_source; /* "option" or "default" */
+    const char *pool_check;  /* the KV pool seen after post: "matches", "differs", NULL */
+    int64_t page_size;
     char *cell_why;
     bool has_kv_budget;      /* current path with rest > 0 */
     int64_t kv_budget_bytes; /* int(rest * 2^30) */

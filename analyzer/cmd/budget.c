@@ -730,6 +730,7 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
         json_kv_int(w, "cell_size", g->cell_size);
         json_kv_string(w, "cell_size_source", g->cell_source);
         json_kv_string(w, "cell_size_why", g->cell_why);
+        json_kv_string(w, "kv_pool_check", g->pool_check);
         if (g->has_kv_budget)
             json_kv_int(w, "available_bytes", g->kv_budget_bytes);
         else

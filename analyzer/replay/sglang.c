@@ -91,35 +91,13 @@ char *budget_sglang_value_error(double fraction, double post_gib, double pre_gib
                      budget_python_float_repr(fraction, f, sizeof(f)), suggested, minimum);
 }
 
-bool budget_sglang_cell_from_pool(int64_t budget_bytes, int64_t page_size, int64_t count,
-                                  int64_t size, int64_t (*tokens_of)(int64_t budget, int64_t cell),
-                                  int64_t *cell_size)
+bool budget_sglang_pool_matches(int64_t tokens, int64_t page_size, int64_t count, int64_t size,
+                                int64_t cell_size)
 {
-    if (budget_bytes <= 0 || page_size <= 0 || count <= 0 || size <= 0)
+    if (tokens <= 0 || page_size <= 0 || count <= 0 || size <= 0 || cell_size <= 0)
         return false;
-    /* b is one buffer's bytes per token: at most a few hundred KiB for any
-     * model (heads x head_dim x dtype); the bound keeps this linear scan short. */
-    int64_t limit = size / page_size;
-    if (limit > (1 << 22))
-        limit = 1 << 22;
-    int64_t found = 0;
-    int matches = 0;
-    for (int64_t b = 1; b <= limit && matches < 2; b++) {
-        if (size % b != 0 || b > INT64_MAX / count)
-            continue;
-        int64_t cell = count * b, tokens = tokens_of(budget_bytes, cell);
-        int64_t pooled = tokens - tokens % page_size; /* no pool is made for none */
-        if (tokens <= 0 || pooled <= 0)
-            continue;
-        if (pooled + page_size == size / b) {
-            found = cell;
-            matches++;
-        }
-    }
-    if (matches != 1)
-        return false;
-    *cell_size = found;
-    return true;
+    __int128 seen = (__int128)count * size, made = ((__int128)tokens + page_size) * cell_size;
+    return seen == made;
 }
 
 int64_t budget_sglang_tokens(double rest_gib, int64_t cell_size)

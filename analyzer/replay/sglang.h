@@ -66,15 +66,15 @@ char *budget_sglang_value_error(double fraction, double post_gib, double pre_gib
 char *budget_python_float_repr(double v, char *buf, size_t size);
 
 /*
- * The bytes per token of a KV pool of `count` equal buffers of `size` bytes
- * each, made from a budget of `budget_bytes`: SGLang sizes every buffer for
- * (tokens + page_size) tokens, so a per-buffer per-token size b must divide
- * size with size / b - page = tokens(count * b). tokens_of is the path's
- * own rounding. True when exactly one b fits (the cell is count * b).
+ * Whether a KV pool of `count` equal buffers of `size` bytes is the one
+ * SGLang makes for `tokens` tokens at this cell size: every buffer holds
+ * (tokens + page_size) tokens of one layer's K, V or MLA latent, so
+ * count x size = (tokens + page_size) x cell_size. The sizes alone cannot
+ * give the cell size (a buffer's bytes factor into tokens x bytes per token
+ * in many ways that the same budget floors to): this only confirms one.
  */
-bool budget_sglang_cell_from_pool(int64_t budget_bytes, int64_t page_size, int64_t count,
-                                  int64_t size, int64_t (*tokens_of)(int64_t budget, int64_t cell),
-                                  int64_t *cell_size);
+bool budget_sglang_pool_matches(int64_t tokens, int64_t page_size, int64_t count, int64_t size,
+                                int64_t cell_size);
 
 /*
  * What sizes the pool besides rest: bytes per token, page, cap (0: none);

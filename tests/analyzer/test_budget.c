@@ -1907,6 +1907,135 @@ START_TEST(test_vllm_names_fallbacks)
 }
 END_TEST
 
+/* SGLang's current path's steps, as its Python writes them. */
+START_TEST(test_sglang_current_arithmetic)
+{
+    char buf[40];
+    ck_assert_str_eq(budget_python_float_repr(0.55, buf, sizeof(buf)), "0.55");
+    ck_assert_str_eq(budget_python_float_repr(1.0, buf, sizeof(buf)), "1.0");
+    ck_assert_str_eq(budget_python_float_repr(1e-05, buf, sizeof(buf)), "1e-05");
+    ck_assert_str_eq(budget_python_float_repr(0.1 + 0.2, buf, sizeof(buf)), "0.30000000000000004");
+    ck_assert_str_eq(budget_python_float_repr(100000.0, buf, sizeof(buf)), "100000.0");
+    /* The seed story: 94 GiB before the weights, 21.7 after, F 0.55. */
+    char *m = budget_sglang_value_error(0.55, 21.7, 94.0);
+    ck_assert_str_eq(m, "Loaded weights leave no GPU memory for the KV cache under "
+                        "--mem-fraction-static=0.55. Raise --mem-fraction-static above 0.770 "
+                        "(minimum viable = 1 - available/pre = 0.7691). If using speculative "
+                        "decoding, draft weights are now counted.");
+    free(m);
+    ck_assert(budget_sglang_rest_reserved(10.0, 20.0, 0.5, 100 / 1024.0) == -0.09765625);
+    ck_assert(budget_sglang_rest_reserved(10.0, 20.0, 0.5, 0) == budget_sglang_rest(10, 20, 0.5));
+    /* int() truncates towards zero, where the older path floors */
+    ck_assert_int_eq(budget_sglang_available_bytes(1.5), 1610612736);
+    ck_assert_int_eq(budget_sglang_available_bytes(-0.5), -536870912);
+    /* int(cell * (1 + draft / layers)), as Python computes it */
+    ck_assert_int_eq(budget_sglang_spec_cell_size(70272, 61, 1), 71424);
+    ck_assert_int_eq(budget_sglang_spec_cell_size(70272, 61, 3), 73728);
+    ck_assert_int_eq(budget_sglang_spec_cell_size(100, 3, 1), 133);
+    /* A 10 GiB budget at page 64 makes 61 buffers of (152768 + 64) x 1152 B:
+     * that is the pool of cell size 70272, not of one 2 x 1152 B wider. */
+    ck_assert(budget_sglang_pool_matches(152768, 64, 61, 176062464, 70272));
+    ck_assert(!budget_sglang_pool_matches(152768, 64, 61, 176062464, 70272 + 61));
+    ck_assert(!budget_sglang_pool_matches(152768, 1, 61, 176062464, 70272));
+    ck_assert(!budget_sglang_pool_matches(0, 64, 61, 176062464, 70272));
+    /* The current path needs rest > 0 and a whole cell's bytes. */
+    struct budget_sglang_pool current = {CELL, 1, 0, 0, true};
+    ck_assert(!budget_sglang_pool_fits(10.0, 20.0, 0.5, &current));
+    ck_assert(budget_sglang_pool_fits(10.0 + CELL / GIB_D, 20.0, 0.5, &current));
+    current.reserve_gib = 1.0 / 1024;
+    ck_assert(!budget_sglang_pool_fits(10.0 + CELL / GIB_D, 20.0, 0.5, &current));
+}
+END_TEST
+
+/* The current path's arithmetic on a traced start-up with a draft worker:
+ * chosen from the stacks, bytes then tokens, the draft model its own part. */
+START_TEST(test_sglang_current_path_replayed)
+{
+    char *dir = scratch_dir();
+    int64_t pre = 0, post = 0, draft_local = 0;
+    sglang_current(dir, true, &pre, &post, &draft_local);
+    const char *opts[] = {"--framework", "sglang", NULL};
+    char *j = budget_json(dir, opts);
+    assert_contains(j, "\"path\":\"sglang-current\",\"path_source\":\"trace\",");
+    int64_t pre_free = TOTAL - CONTEXT - 16 * MiB, post_free = pre_free - 20 * 256 * MiB;
+    double pre_gib = (double)pre_free / GIB_D, post_gib = (double)post_free / GIB_D;
+    double rest = post_gib - pre_gib * (1 - 0.8);
+    int64_t bytes = (int64_t)(rest * GIB_D);
+    char a[48];
+    assert_containsf(
+        j,
+        "\"mm_reserve_gib\":0.0,\"cell_size\":70272,\"cell_size_source\":\"default\","
+        "\"cell_size_why\":\"70272 B per token assumed (DeepSeek-V3 / Kimi-K2 MLA in "
+        "bf16): --cell-size gives the model's; the KV pool seen after post (6 x "
+        "536870912 B) is not (%" PRId64 " tokens + page 1) x 70272 B: the cell size or "
+        "the tokens differ from the server's\",\"kv_pool_check\":\"differs\","
+        "\"available_bytes\":%" PRId64 ",\"tokens_profiled\":%" PRId64 ",\"error_type\":null,",
+        bytes / CELL, bytes, bytes / CELL);
+    assert_containsf(j, "\"rest_gib\":%s,\"tokens\":%" PRId64 ",\"fits\":true,",
+                     jd(a, sizeof(a), rest), bytes / CELL);
+    /* the draft's 1 GiB of weights cost rest all of it; the target's are the weights */
+    assert_containsf(j,
+                     "{\"part\":\"draft_weights\",\"category\":null,\"bytes\":%lld,"
+                     "\"cost_gib\":1.0}",
+                     GiB);
+    assert_containsf(j, "{\"part\":\"weights\",\"category\":null,\"bytes\":%lld,", 16 * 256 * MiB);
+    free(j);
+
+    /* Too small an F: _profile_available_bytes' ValueError, SGLang's words. */
+    const char *small[] = {"--framework", "sglang", "--mem-fraction-static", "0.05", NULL};
+    j = budget_json(dir, small);
+    double minimum = 1 - post_gib / pre_gib;
+    char verdict[512];
+    snprintf(verdict, sizeof(verdict),
+             "Loaded weights leave no GPU memory for the KV cache under "
+             "--mem-fraction-static=0.05. Raise --mem-fraction-static above %.3f (minimum viable "
+             "= 1 - available/pre = %.4f). If using speculative decoding, draft weights are now "
+             "counted.",
+             ceil(minimum * 1000) / 1000, minimum);
+    assert_containsf(j, "\"tokens\":0,\"fits\":false,\"verdict\":\"%s\",", verdict);
+    assert_contains(j, "\"available_bytes\":null,\"tokens_profiled\":0,\"error_type\":"
+                       "\"ValueError\",");
+    free(j);
+    char *t = budget_text(dir, small, 0);
+    assert_contains(t, " (raised by SGLang as a ValueError)\n");
+    assert_contains(t, " code path replayed: sglang-current (post was measured in "
+                       "_profile_available_bytes)\n");
+    free(t);
+
+    /* --multimodal: SGLANG_VLM_CACHE_SIZE_MB's default 100 MB comes off rest. */
+    const char *mm[] = {"--framework", "sglang", "--multimodal", NULL};
+    j = budget_json(dir, mm);
+    double mm_rest = post_gib - pre_gib * (1 - 0.8) - 100 / 1024.0;
+    assert_containsf(j, "\"rest_gib\":%s,", jd(a, sizeof(a), mm_rest));
+    assert_containsf(j, "\"available_bytes\":%" PRId64 ",", (int64_t)(mm_rest * GIB_D));
+    assert_contains(j, "\"multimodal_reserve\":\"--multimodal: SGLANG_VLM_CACHE_SIZE_MB 100 "
+                       "(default) MB\"");
+    assert_contains(j, "{\"part\":\"multimodal_reserve\",\"category\":null,\"bytes\":104857600,"
+                       "\"cost_gib\":0.09765625}");
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* The older path (a trace with no stacks) reserves nothing for --multimodal
+ * and says so; its verdict stays the RuntimeError. */
+START_TEST(test_sglang_older_path_by_default)
+{
+    char *dir = scratch_dir();
+    struct rank_seqs seqs[4];
+    four_rank_job(dir, 40, seqs);
+    const char *mm[] = {"--framework", "sglang",       "--mem-fraction-static",
+                        "0.85",        "--multimodal", NULL};
+    char *j = budget_json(dir, mm);
+    assert_contains(j, "\"path\":\"sglang-older\",\"path_source\":\"default\",");
+    assert_contains(j, "\"mm_reserve_gib\":0.0,");
+    assert_contains(j, "--multimodal: the sglang-older path reserves nothing for multimodal "
+                       "caches");
+    free(j);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *budget_suite(void)
 {
     Suite *s = suite_create("budget");
@@ -1916,6 +2045,7 @@ Suite *budget_suite(void)
     tcase_add_test(pure, test_sglang_f_min);
     tcase_add_test(pure, test_vllm_requested_and_u_range);
     tcase_add_test(pure, test_sglang_pool_pages_and_cap);
+    tcase_add_test(pure, test_sglang_current_arithmetic);
     suite_add_tcase(s, pure);
     TCase *tc = tcase_create("budget");
     tcase_set_timeout(tc, 60);
@@ -1942,6 +2072,8 @@ Suite *budget_suite(void)
     tcase_add_test(tc, test_sglang_names_older_orders);
     tcase_add_test(tc, test_vllm_names_s1_after_profile_run);
     tcase_add_test(tc, test_vllm_names_fallbacks);
+    tcase_add_test(tc, test_sglang_current_path_replayed);
+    tcase_add_test(tc, test_sglang_older_path_by_default);
     suite_add_tcase(s, tc);
     return s;
 }
