@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define MIB 1048576.0
 
@@ -155,9 +154,9 @@ bool sglang_fraction_derive(enum sglang_fraction_rule rule, const struct sglang_
     }
     const char *spec = in->speculative_algorithm;
     if (spec[0]) {
-        if (strcasecmp(spec, "STANDALONE") == 0)
+        if (strcmp(spec, "STANDALONE") == 0)
             r->speculative = 6 * 1024;
-        else if (strcasecmp(spec, "NGRAM") != 0)
+        else if (strcmp(spec, "NGRAM") != 0)
             r->speculative = 2 * 1024;
         reserved += r->speculative;
     }
