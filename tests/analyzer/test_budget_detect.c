@@ -97,6 +97,18 @@ static void close_run(struct opened *o)
     scratch_remove(o->dir);
 }
 
+/* The run's server is `expected`, for the reason `why`; closes the run. */
+static void assert_detected(struct opened *o, enum budget_framework expected, const char *why)
+{
+    enum budget_framework fw = expected == BUDGET_SGLANG ? BUDGET_VLLM : BUDGET_SGLANG;
+    char *found = NULL;
+    ck_assert(budget_detect_framework(&o->m, &fw, &found));
+    ck_assert_int_eq(fw, expected);
+    ck_assert_str_eq(found, why);
+    free(found);
+    close_run(o);
+}
+
 #define WORKER(o, cmdline, launcher, stacks)                                                       \
     do {                                                                                           \
         (o)->dir = scratch_dir();                                                                  \
@@ -148,14 +160,9 @@ START_TEST(test_stacks_in_sglang_modules)
 {
     struct opened o;
     WORKER(&o, SPAWNED, NULL, sglang_current);
-    enum budget_framework fw = BUDGET_VLLM;
-    char *why = NULL;
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_SGLANG);
-    ck_assert_str_eq(why, "the measurements' Python stacks are in sglang/srt/utils/common.py "
-                          "(pid 4001)");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_SGLANG,
+                    "the measurements' Python stacks are in sglang/srt/utils/common.py "
+                    "(pid 4001)");
 }
 END_TEST
 
@@ -163,14 +170,9 @@ START_TEST(test_stacks_in_vllm_modules)
 {
     struct opened o;
     WORKER(&o, "python3 -m vllm.entrypoints.openai.api_server", NULL, vllm_current);
-    enum budget_framework fw = BUDGET_SGLANG;
-    char *why = NULL;
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_VLLM);
-    ck_assert_str_eq(why, "the measurements' Python stacks are in vllm/v1/worker/gpu_worker.py "
-                          "(pid 4001)");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_VLLM,
+                    "the measurements' Python stacks are in vllm/v1/worker/gpu_worker.py "
+                    "(pid 4001)");
 }
 END_TEST
 
@@ -179,14 +181,9 @@ START_TEST(test_function_names_without_modules)
 {
     struct opened o;
     WORKER(&o, SPAWNED, NULL, sglang_names_only);
-    enum budget_framework fw = BUDGET_VLLM;
-    char *why = NULL;
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_SGLANG);
-    ck_assert_str_eq(why, "the measurements' Python stacks show SGLang's init_torch_distributed "
-                          "(server.py) (pid 4001)");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_SGLANG,
+                    "the measurements' Python stacks show SGLang's init_torch_distributed "
+                    "(server.py) (pid 4001)");
 }
 END_TEST
 
@@ -194,27 +191,14 @@ START_TEST(test_launch_line_only)
 {
     struct opened o;
     WORKER(&o, SPAWNED, "python3 -m sglang.launch_server --tp 2 --model-path m", no_stacks);
-    enum budget_framework fw = BUDGET_VLLM;
-    char *why = NULL;
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_SGLANG);
-    ck_assert_str_eq(why, "launcher pid 4000's command line runs sglang.launch_server");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_SGLANG,
+                    "launcher pid 4000's command line runs sglang.launch_server");
 
     WORKER(&o, "/srv/venv/bin/vllm serve /models/x --tensor-parallel-size 2", NULL, no_stacks);
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_VLLM);
-    ck_assert_str_eq(why, "the command line of pid 4001 runs vllm serve");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_VLLM, "the command line of pid 4001 runs vllm serve");
 
     WORKER(&o, SPAWNED, "'sglang' 'serve' --model-path m", no_stacks);
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_SGLANG);
-    ck_assert_str_eq(why, "launcher pid 4000's command line runs sglang serve");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_SGLANG, "launcher pid 4000's command line runs sglang serve");
 }
 END_TEST
 
@@ -237,15 +221,10 @@ START_TEST(test_stacks_win_over_launch_lines)
 {
     struct opened o;
     WORKER(&o, SPAWNED, "vllm serve /models/x", sglang_older);
-    enum budget_framework fw = BUDGET_VLLM;
-    char *why = NULL;
-    ck_assert(budget_detect_framework(&o.m, &fw, &why));
-    ck_assert_int_eq(fw, BUDGET_SGLANG);
-    ck_assert_str_eq(why, "the measurements' Python stacks are in sglang/srt/utils.py (pid 4001); "
-                          "launcher pid 4000's command line runs vllm serve (vllm): the stacks "
-                          "win");
-    free(why);
-    close_run(&o);
+    assert_detected(&o, BUDGET_SGLANG,
+                    "the measurements' Python stacks are in sglang/srt/utils.py (pid 4001); "
+                    "launcher pid 4000's command line runs vllm serve (vllm): the stacks "
+                    "win");
 }
 END_TEST
 
@@ -264,34 +243,35 @@ START_TEST(test_framework_mismatch_warns)
 }
 END_TEST
 
-static enum budget_path path_of(struct opened *o, const char *version, const char **source,
-                                char **why)
+/* With --server-version `version` (NULL: none) the path is `expected`,
+ * from `source`, and why contains `because`. */
+static void assert_path(struct opened *o, const char *version, enum budget_path expected,
+                        const char *source, const char *because)
 {
-    return budget_sglang_path(&o->m, version, source, why);
+    const char *found_source = NULL;
+    char *why = NULL;
+    ck_assert_int_eq(budget_sglang_path(&o->m, version, &found_source, &why), expected);
+    ck_assert_str_eq(found_source, source);
+    ck_assert_msg(strstr(why, because), "why: %s", why);
+    free(why);
 }
 
 START_TEST(test_sglang_path_from_stacks)
 {
     struct opened o;
-    const char *source;
-    char *why;
     WORKER(&o, SPAWNED, NULL, sglang_current);
     /* The stacks decide even against --server-version. */
-    ck_assert_int_eq(path_of(&o, "0.4.0", &source, &why), BUDGET_PATH_SGLANG_CURRENT);
-    ck_assert_str_eq(source, "trace");
-    ck_assert_str_eq(why, "the measurements' Python stacks show _profile_available_bytes "
-                          "(kv_cache_configurator.py) (pid 4001): the current path (ValueError "
-                          "when rest <= 0)");
-    free(why);
+    assert_path(&o, "0.4.0", BUDGET_PATH_SGLANG_CURRENT, "trace",
+                "the measurements' Python stacks show _profile_available_bytes "
+                "(kv_cache_configurator.py) (pid 4001): the current path (ValueError "
+                "when rest <= 0)");
     close_run(&o);
 
     WORKER(&o, SPAWNED, NULL, sglang_older);
-    ck_assert_int_eq(path_of(&o, NULL, &source, &why), BUDGET_PATH_SGLANG_OLDER);
-    ck_assert_str_eq(source, "trace");
-    ck_assert_str_eq(why, "the measurements' Python stacks show profile_max_num_token "
-                          "(model_runner.py) (pid 4001): the older path (RuntimeError \"Not "
-                          "enough memory\" only)");
-    free(why);
+    assert_path(&o, NULL, BUDGET_PATH_SGLANG_OLDER, "trace",
+                "the measurements' Python stacks show profile_max_num_token "
+                "(model_runner.py) (pid 4001): the older path (RuntimeError \"Not "
+                "enough memory\" only)");
     close_run(&o);
 }
 END_TEST
@@ -301,35 +281,24 @@ END_TEST
 START_TEST(test_sglang_path_mixin_needs_version)
 {
     struct opened o;
-    const char *source;
-    char *why;
     WORKER(&o, SPAWNED, NULL, sglang_mixin);
-    ck_assert_int_eq(path_of(&o, "0.5.9", &source, &why), BUDGET_PATH_SGLANG_OLDER);
-    ck_assert_str_eq(source, "option");
-    ck_assert_str_eq(why, "the measurements' Python stacks show _profile_available_bytes "
-                          "(model_runner_kv_cache_mixin.py) (pid 4001), which releases had both "
-                          "before and after the ValueError; --server-version 0.5.9 is before "
-                          "0.5.16, the first release known to raise the ValueError");
-    free(why);
-    ck_assert_int_eq(path_of(&o, "v0.5.16.post1", &source, &why), BUDGET_PATH_SGLANG_CURRENT);
-    ck_assert_str_eq(source, "option");
-    free(why);
-    ck_assert_int_eq(path_of(&o, NULL, &source, &why), BUDGET_PATH_SGLANG_CURRENT);
-    ck_assert_str_eq(source, "default");
-    ck_assert_ptr_nonnull(strstr(why, "releases had both before and after the ValueError: the "
-                                      "current path, the default"));
-    free(why);
-    ck_assert_int_eq(path_of(&o, "latest", &source, &why), BUDGET_PATH_SGLANG_CURRENT);
-    ck_assert_str_eq(source, "default");
-    ck_assert_ptr_nonnull(strstr(why, "--server-version latest is not a version number"));
-    free(why);
+    assert_path(&o, "0.5.9", BUDGET_PATH_SGLANG_OLDER, "option",
+                "the measurements' Python stacks show _profile_available_bytes "
+                "(model_runner_kv_cache_mixin.py) (pid 4001), which releases had both "
+                "before and after the ValueError; --server-version 0.5.9 is before "
+                "0.5.16, the first release known to raise the ValueError");
+    assert_path(&o, "v0.5.16.post1", BUDGET_PATH_SGLANG_CURRENT, "option",
+                "--server-version v0.5.16.post1 is at or after 0.5.16");
+    assert_path(&o, NULL, BUDGET_PATH_SGLANG_CURRENT, "default",
+                "releases had both before and after the ValueError: the "
+                "current path, the default");
+    assert_path(&o, "latest", BUDGET_PATH_SGLANG_CURRENT, "default",
+                "--server-version latest is not a version number");
     close_run(&o);
 
     WORKER(&o, SPAWNED, "python3 -m sglang.launch_server", no_stacks);
-    ck_assert_int_eq(path_of(&o, "0.4.6", &source, &why), BUDGET_PATH_SGLANG_OLDER);
-    ck_assert_str_eq(source, "option");
-    ck_assert_ptr_nonnull(strstr(why, "show none of SGLang's profiling functions"));
-    free(why);
+    assert_path(&o, "0.4.6", BUDGET_PATH_SGLANG_OLDER, "option",
+                "show none of SGLang's profiling functions");
     close_run(&o);
 }
 END_TEST
