@@ -814,14 +814,14 @@ void stacks_json_frames(struct json_writer *w, const struct stack *st)
     json_array_end(w);
 }
 
-char *stacks_python_function(struct trace *t, int64_t seq, const char *const *names, size_t nnames)
+void stacks_python_frames(struct trace *t, int64_t seq, stacks_python_visit visit, void *ctx)
 {
     bool yes = false;
     char saved[sizeof(t->error)];
     memcpy(saved, t->error, sizeof(saved));
     if (present(t, &yes) != 0 || !yes) {
         memcpy(t->error, saved, sizeof(saved)); /* not this report's problem */
-        return NULL;
+        return;
     }
     int64_t stack_id = 0;
     for (int hop = 0; hop < MAX_PARENT_HOPS && seq > 0 && stack_id <= 0; hop++) {
@@ -837,28 +837,48 @@ char *stacks_python_function(struct trace *t, int64_t seq, const char *const *na
         sqlite3_finalize(q);
         seq = parent > 0 && parent < seq ? parent : 0;
     }
-    char *found = NULL;
     sqlite3_stmt *q = stack_id > 0 ? trace_query(t,
                                                  "SELECT symbol, file, line FROM stacks"
                                                  " WHERE stack_id = ? AND kind = 'python'"
                                                  " ORDER BY depth",
                                                  "i", stack_id)
                                    : NULL;
-    while (q && !found && trace_step(t, q) == 1) {
+    bool more = true;
+    while (q && more && trace_step(t, q) == 1) {
         char *symbol = col_text(q, 0);
-        for (size_t k = 0; symbol && !found && k < nnames; k++)
-            if (strcmp(symbol, names[k]) == 0) {
-                char *file = col_text(q, 1);
-                int64_t line = col_int(q, 2, 0);
-                found = line > 0 ? xasprintf("%s (%s:%" PRId64 ")", symbol, base_name(file), line)
-                                 : xasprintf("%s (%s)", symbol, base_name(file));
-                free(file);
-            }
+        char *file = col_text(q, 1);
+        if (symbol)
+            more = visit(ctx, symbol, file, col_int(q, 2, 0));
         free(symbol);
+        free(file);
     }
     sqlite3_finalize(q);
     memcpy(t->error, saved, sizeof(saved));
-    return found;
+}
+
+struct function_search {
+    const char *const *names;
+    size_t nnames;
+    char *found;
+};
+
+static bool find_function(void *ctx, const char *symbol, const char *file, int64_t line)
+{
+    struct function_search *s = ctx;
+    for (size_t k = 0; k < s->nnames; k++)
+        if (strcmp(symbol, s->names[k]) == 0) {
+            s->found = line > 0 ? xasprintf("%s (%s:%" PRId64 ")", symbol, base_name(file), line)
+                                : xasprintf("%s (%s)", symbol, base_name(file));
+            return false;
+        }
+    return true;
+}
+
+char *stacks_python_function(struct trace *t, int64_t seq, const char *const *names, size_t nnames)
+{
+    struct function_search s = {names, nnames, NULL};
+    stacks_python_frames(t, seq, find_function, &s);
+    return s.found;
 }
 
 void stacks_store_symbols(const char *path, const struct stack_set *s)

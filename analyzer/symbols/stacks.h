@@ -143,6 +143,18 @@ const struct stack_frame *stacks_find_python(const struct stack *st, const char 
 char *stacks_python_function(struct trace *t, int64_t seq, const char *const *names, size_t nnames);
 
 /*
+ * The Python frames of one call's stack (its own or its caller's, as
+ * above), innermost first, each handed to visit with its function
+ * (co_name), file (co_filename, NULL unknown) and line (0 unknown) until
+ * visit returns false. Nothing when the trace has no stacks; damage reads
+ * as "none". What the budget uses to tell servers and versions apart by
+ * the modules their measurements were made in.
+ */
+typedef bool (*stacks_python_visit)(void *ctx, const char *function, const char *file,
+                                    int64_t line);
+void stacks_python_frames(struct trace *t, int64_t seq, stacks_python_visit visit, void *ctx);
+
+/*
  * Keeps the names this run gave native frames (with those it read from
  * the cache) in the cache beside the trace at path (symcache.h), never in
  * the trace: the next report, and SQL users who ATTACH the cache, find

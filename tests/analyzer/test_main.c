@@ -25,6 +25,7 @@ Suite *clocks_suite(void);          /* test_clocks.c */
 Suite *ancestors_suite(void);       /* test_ancestors.c */
 Suite *manifest_suite(void);        /* test_manifest.c */
 Suite *inflight_suite(void);        /* test_inflight.c */
+Suite *budget_detect_suite(void);   /* test_budget_detect.c */
 
 int main(void)
 {
@@ -47,6 +48,7 @@ int main(void)
     srunner_add_suite(runner, comms_suite());
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
+    srunner_add_suite(runner, budget_detect_suite());
     srunner_add_suite(runner, diff_suite());
     srunner_add_suite(runner, stacks_merge_suite());
     srunner_add_suite(runner, readonly_suite());
