@@ -11,6 +11,7 @@
  *      ranked by what each cost.
  */
 #include "analysis/budget_analysis.h"
+#include "analysis/budget_detect.h"
 #include "cli.h"
 #include "symbols/stacks.h"
 #include "out/units.h"
@@ -690,16 +691,20 @@ static char *conclusion(const struct budget_analysis *r, const struct budget_job
     signed_mib_gib(without, sizeof(without), rest);
     char weights[UNITS_BUF];
     format_bytes_signed(weights, sizeof(weights), gm_add(rk->weights_live, rk->draft_live));
+    char fix[64] = "";
+    if (!fits && g->has_f_min)
+        snprintf(fix, sizeof(fix), "; --mem-fraction-static %.3f fits", g->f_min_rounded);
     char *text;
     if (fits)
         text = xasprintf("no single part is enough: only without all of %s would rest be %s", list,
                          without);
     else if (taken)
         text = xasprintf("the weights (%s live at post) leave no room under this F: even "
-                         "without everything else (%s) rest would be %s",
-                         weights, list, without);
+                         "without everything else (%s) rest would be %s%s",
+                         weights, list, without, fix);
     else
-        text = xasprintf("the weights (%s live at post) leave no room under this F", weights);
+        text =
+            xasprintf("the weights (%s live at post) leave no room under this F%s", weights, fix);
     free(list);
     return text;
 }
@@ -872,6 +877,9 @@ void budget_analysis_free(struct budget_analysis *r)
     free(r->groups);
     free(r->o->mm_reserve_why);
     r->o->mm_reserve_why = NULL;
+    free(r->o->derived.defaulted);
+    free(r->o->derived.why);
+    r->o->derived.defaulted = r->o->derived.why = NULL;
     free(r->server.framework_why);
     free(r->server.path_why);
     for (size_t i = 0; i < r->nnotes; i++)
@@ -951,10 +959,15 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
         st->sglang_only = c == 'k' ? "--page-size" : "--max-total-tokens";
         return 1;
     }
-    case 'V':
+    case 'V': {
+        int parts[4];
+        if (!budget_parse_server_version(arg, parts))
+            return cli_usage_error(cmd, "--server-version %s: not a version number like 0.5.16",
+                                   arg);
         o->server_version = arg;
         st->budget_only = true;
         return 1;
+    }
     case 'M':
         o->multimodal = true;
         st->budget_only = true;
@@ -977,6 +990,8 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
     if (!st->framework) {
         if (framework_required)
             return cli_usage_error(cmd, "--framework sglang|vllm is required");
+        if (st->detect)
+            return CLI_PARSED;
         if (st->budget_only)
             return cli_usage_error(cmd, "the budget options need --framework sglang|vllm");
         return CLI_PARSED;
@@ -987,6 +1002,12 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
         o->framework = BUDGET_VLLM;
     else
         return cli_usage_error(cmd, "--framework %s: expected sglang or vllm", st->framework);
+    return budget_options_framework(cmd, o, st);
+}
+
+int budget_options_framework(const char *cmd, struct budget_options *o,
+                             const struct budget_option_state *st)
+{
     if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph))
         return cli_usage_error(cmd, "%s is a vLLM option",
                                o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
@@ -1019,24 +1040,7 @@ static void choose_path(struct budget_analysis *r)
     struct budget_server *sv = &r->server;
     if (sv->path != BUDGET_PATH_UNKNOWN || r->o->framework != BUDGET_SGLANG)
         return;
-    bool current = false, older = false;
-    for (size_t i = 0; i < r->ngroups; i++)
-        for (size_t k = 0; k < r->groups[i].nranks; k++) {
-            const char *choice = r->groups[i].ranks[k].choice;
-            current |= choice && strstr(choice, "made in _profile_available_bytes") != NULL;
-            older |= choice && strstr(choice, "made in profile_max_num_token") != NULL;
-        }
-    if (current || older) {
-        sv->path = current ? BUDGET_PATH_SGLANG_CURRENT : BUDGET_PATH_SGLANG_OLDER;
-        sv->path_source = "trace";
-        sv->path_why = xstrdup(current ? "post was measured in _profile_available_bytes"
-                                       : "post was measured in profile_max_num_token");
-    } else {
-        sv->path = BUDGET_PATH_SGLANG_OLDER;
-        sv->path_source = "default";
-        sv->path_why = xstrdup("no Python stack names SGLang's functions: the older path "
-                               "(--server-version chooses)");
-    }
+    sv->path = budget_sglang_path(r->m, r->o->server_version, &sv->path_source, &sv->path_why);
 }
 
 int budget_analyse(struct budget_analysis *r)

@@ -9,6 +9,7 @@
 #define CUTRACE_ANALYZER_BUDGET_ANALYSIS_H
 
 #include "replay/budget.h"
+#include "replay/sglang_fraction.h"
 #include "model/gpumodel.h"
 
 #include <getopt.h>
@@ -54,6 +55,17 @@ struct budget_count {
     const char *source_process;
 };
 
+/* SGLang's own choice of F, replayed (budget_fraction.c), when nothing gives F. */
+struct budget_fraction_derivation {
+    bool has, known; /* known: from the GPU's memory, not SGLang's fallback constant */
+    enum sglang_fraction_rule rule;
+    double gpu_mem_mib;
+    int64_t tp_size;
+    struct sglang_fraction_reserve reserve;
+    char *defaulted; /* the flags SGLang's defaults stood for, ", "-separated */
+    char *why;       /* the report's sentence */
+};
+
 /* What the user asked for (cmd/budget.c parses it; cutrace diff fills it). */
 struct budget_options {
     enum budget_framework framework;
@@ -78,6 +90,7 @@ struct budget_options {
     double mm_reserve_gib;
     char *mm_reserve_why;
     bool has_cell_size; /* --cell-size given */
+    struct budget_fraction_derivation derived;
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
     const char *server_version; /* --server-version, NULL when absent */
@@ -220,7 +233,15 @@ struct budget_option_state {
     bool has_graph;
     bool budget_only;        /* an option that means nothing without --framework */
     const char *sglang_only; /* --page-size or --max-total-tokens, when given */
+    /* `cutrace budget`: without --framework, the trace tells it after
+     * loading (budget_detect.h); budget_options_framework checks then. */
+    bool detect;
 };
+
+/* The checks of budget_options_finish that need the framework, for a
+ * framework found after the options (st->detect). */
+int budget_options_framework(const char *cmd, struct budget_options *o,
+                             const struct budget_option_state *st);
 
 /* Defaults: SGLang's DeepSeek cell size, a 1 GiB weight burst. */
 void budget_options_init(struct budget_options *o, struct budget_option_state *st);
@@ -239,6 +260,9 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
  * vLLM falls back on its default U. SGLang's page size (default 1) and
  * --max-total-tokens (default none) are found the same way. */
 void budget_values_from_cmdlines(struct budget_analysis *r);
+/* SGLang's F when no option or launch line gives it: SGLang's own
+ * derivation replayed (o->derived). 0, or -1 after an error line. */
+int budget_derive_fraction(struct budget_analysis *r);
 /* Where a value from a command line came from, for a report (as below). */
 char *budget_count_source_text(const struct budget_count *c, char *buf, size_t size);
 /* Where a value from a command line came from, for a report: "the command

@@ -368,8 +368,9 @@ enum budget_path budget_sglang_path(const struct gm_model *m, const char *server
         evidence_free(&e);
         return path;
     }
+    bool ambiguous = e.path[CLUE_AMBIGUOUS].seen;
     char *context =
-        e.path[CLUE_AMBIGUOUS].seen
+        ambiguous
             ? xasprintf("the measurements' Python stacks show %s (pid %" PRId64
                         "), which releases had both before and after the ValueError",
                         e.path[CLUE_AMBIGUOUS].frame, e.path[CLUE_AMBIGUOUS].pid)
@@ -385,12 +386,17 @@ enum budget_path budget_sglang_path(const struct gm_model *m, const char *server
             return path;
         }
     }
+    /* Without SGLang's frames the trace is a C program's or one whose
+     * stacks were off: the older path, the one such traces were made for. */
     *source = "default";
-    *why = xasprintf("%s: the current path, the default (--server-version names the release)",
-                     version_why ? version_why : context);
+    *why = xasprintf("%s: the %s path, the default %s", version_why ? version_why : context,
+                     ambiguous ? "current" : "older",
+                     ambiguous ? "(--server-version names the release)"
+                               : "without SGLang's Python frames (--server-version 0.5.16 "
+                                 "replays the current one)");
     free(version_why);
     free(context);
-    return BUDGET_PATH_SGLANG_CURRENT;
+    return ambiguous ? BUDGET_PATH_SGLANG_CURRENT : BUDGET_PATH_SGLANG_OLDER;
 }
 
 /* Where `--name` or `--name=` starts a word of line, what follows it. */

@@ -11,6 +11,7 @@
  * result, not an error), 1 on bad input or when no rank could be, 2 usage.
  */
 #include "analysis/budget_analysis.h"
+#include "analysis/budget_detect.h"
 #include "cli.h"
 #include "model/clocks.h"
 #include "model/filter.h"
@@ -90,7 +91,7 @@ static bool parse_seq(const char *text, int64_t *out)
 }
 
 static int parse_options(int argc, char **argv, struct budget_options *o,
-                         struct cli_report_opts *rep)
+                         struct cli_report_opts *rep, struct budget_option_state *st_out)
 {
     static const struct option options[] = {
         BUDGET_LONG_OPTIONS,
@@ -132,7 +133,8 @@ static int parse_options(int argc, char **argv, struct budget_options *o,
             return CLI_EXIT_USAGE;
         }
     }
-    int finished = budget_options_finish(cmd, true, o, &st);
+    st.detect = true;
+    int finished = budget_options_finish(cmd, false, o, &st);
     if (finished != CLI_PARSED)
         return finished;
     finished = cli_report_finish(rep, cmd, csv_tables);
@@ -146,6 +148,41 @@ static int parse_options(int argc, char **argv, struct budget_options *o,
     if (cli_report_operands(rep, argc, argv, optind) != CLI_PARSED)
         return CLI_EXIT_USAGE;
     o->path = rep->paths[0];
+    *st_out = st;
+    return CLI_PARSED;
+}
+
+/*
+ * The server, from --framework or the trace (budget_detect.h), and the
+ * framework's option checks; a --framework the trace contradicts is a
+ * warning, said once on stderr and kept in the report's notes. Returns
+ * CLI_PARSED or the exit status of a usage error.
+ */
+static int settle_server(const char *cmd, struct budget_analysis *r,
+                         const struct budget_option_state *st)
+{
+    struct budget_options *o = r->o;
+    if (st->framework) {
+        r->server.framework_source = "option";
+        char *warning = budget_framework_mismatch(r->m, o->framework);
+        if (warning) {
+            cli_error(o->path, "warning: %s", warning);
+            budget_add_note(r, warning);
+        }
+    } else {
+        enum budget_framework fw;
+        char *why = NULL;
+        if (!budget_detect_framework(r->m, &fw, &why))
+            return cli_usage_error(cmd, "the traces do not show which server made them (no "
+                                        "server's Python frames or launch line): --framework "
+                                        "sglang|vllm says it");
+        o->framework = fw;
+        r->server.framework_source = "trace";
+        r->server.framework_why = why;
+        int checked = budget_options_framework(cmd, o, st);
+        if (checked != CLI_PARSED)
+            return checked;
+    }
     return CLI_PARSED;
 }
 
@@ -532,6 +569,8 @@ static void print_text(const struct budget_analysis *r, FILE *out)
         fprintf(out, "  --mem-fraction-static %g", o->fraction);
         if (strcmp(o->fraction_source, "cmdline") == 0)
             fprintf(out, " (from %s)", budget_source_text(o, source, sizeof(source)));
+        else if (o->derived.has)
+            fputs(" (derived as SGLang does: below)", out);
     } else {
         fprintf(out, "  --gpu-memory-utilization %g", o->util);
         if (strcmp(o->util_source, "cmdline") == 0)
@@ -562,6 +601,8 @@ static void print_text(const struct budget_analysis *r, FILE *out)
         if (o->mm_reserve_why)
             wrapped_line(out, 2, "multimodal reserve:", o->mm_reserve_why);
     }
+    if (o->derived.has)
+        wrapped_line(out, 2, "mem-fraction-static:", o->derived.why);
     if (r->server.framework_why)
         wrapped_line(out, 2, "framework from the trace:", r->server.framework_why);
     if (r->server.path_why) {
@@ -843,6 +884,34 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_string(&w, "multimodal_reserve", o->mm_reserve_why);
     }
     json_object_end(&w);
+    if (o->framework == BUDGET_SGLANG && o->derived.has) {
+        const struct budget_fraction_derivation *d = &o->derived;
+        json_key(&w, "mem_fraction_static_derivation");
+        json_object_begin(&w);
+        json_kv_string(&w, "rule",
+                       !d->known                   ? "constant"
+                       : d->rule == SGLANG_F_BY_TP ? "tp_size"
+                                                   : "reserve");
+        json_kv_double(&w, "gpu_mem_mib", d->gpu_mem_mib);
+        json_kv_int(&w, "tp_size", d->tp_size);
+        json_kv_double(&w, "reserved_mib", d->reserve.total);
+        json_key(&w, "terms_mib");
+        json_object_begin(&w);
+        json_kv_double(&w, "base", d->reserve.base);
+        json_kv_double(&w, "activation", d->reserve.activation);
+        json_kv_double(&w, "cuda_graph", d->reserve.cuda_graph);
+        json_kv_double(&w, "parallel", d->reserve.parallel);
+        json_kv_double(&w, "dp_attention", d->reserve.dp_attention);
+        json_kv_double(&w, "piecewise", d->reserve.piecewise);
+        json_kv_double(&w, "floor", d->reserve.floor_applied);
+        json_kv_double(&w, "speculative", d->reserve.speculative);
+        json_object_end(&w);
+        json_kv_int(&w, "chunked_prefill_size", d->reserve.chunked_prefill_size);
+        json_kv_int(&w, "cuda_graph_max_bs", d->reserve.cuda_graph_max_bs);
+        json_kv_string(&w, "defaulted", d->defaulted);
+        json_kv_string(&w, "why", d->why);
+        json_object_end(&w);
+    }
     if (o->framework == BUDGET_SGLANG) {
         /* Beside "parameters", whose members the reports' readers know. */
         json_key(&w, "pool");
@@ -993,7 +1062,8 @@ int cmd_budget(int argc, char **argv)
 {
     struct budget_options o;
     struct cli_report_opts rep;
-    int parsed = parse_options(argc, argv, &o, &rep);
+    struct budget_option_state st;
+    int parsed = parse_options(argc, argv, &o, &rep, &st);
     if (parsed != CLI_PARSED)
         return parsed;
     struct trace_set set;
@@ -1005,14 +1075,14 @@ int cmd_budget(int argc, char **argv)
     struct gm_filter f;
     int status = gm_filter_init(&f, &m, &rep, "budget");
     listed = &f;
-    budget_values_from_cmdlines(&r);
+    int settled = status == CLI_EXIT_OK ? settle_server(argv[0], &r, &st) : CLI_PARSED;
+    if (settled != CLI_PARSED)
+        status = settled;
+    else if (status == CLI_EXIT_OK)
+        budget_values_from_cmdlines(&r);
     if (status != CLI_EXIT_OK) {
-        /* the filter's usage error is said */
-    } else if (o.framework == BUDGET_SGLANG && !o.has_fraction) {
-        status = cli_usage_error(argv[0], "--mem-fraction-static F is required for sglang "
-                                          "(no traced command line, nor a launcher's the "
-                                          "traces recorded, says it)");
-    } else if (budget_analyse(&r) != 0) {
+        /* the usage error is said */
+    } else if (budget_derive_fraction(&r) != 0 || budget_analyse(&r) != 0) {
         status = CLI_EXIT_BAD_INPUT;
     } else {
         if (rep.format == CLI_FORMAT_JSON)

@@ -1267,8 +1267,14 @@ START_TEST(test_usage_errors)
     char *dir = scratch_dir();
     struct rank_spec s = {.rank = 0, .nranks = 1, .weights = 8};
     sglang_rank(dir, &s);
-    const char *no_framework[] = {"budget", "--mem-fraction-static", "0.8", dir, NULL};
-    assert_usage(no_framework, "--framework sglang|vllm is required");
+    /* issue 18: --framework defaults to what the trace shows; a trace that
+     * shows no server still needs it (a usage error naming it). */
+    char *plain = scratch_dir();
+    struct rank_spec anonymous = {.rank = 0, .nranks = 1, .weights = 8, .cmdline = "./server"};
+    sglang_rank(plain, &anonymous);
+    const char *no_framework[] = {"budget", "--mem-fraction-static", "0.8", plain, NULL};
+    assert_usage(no_framework, "--framework sglang|vllm says it");
+    scratch_remove(plain);
     const char *bad_framework[] = {"budget", "--framework", "tensorrt", dir, NULL};
     assert_usage(bad_framework, "--framework tensorrt: expected sglang or vllm");
     const char *bad_f[] = {"budget", "--framework", "sglang", "--mem-fraction-static",
@@ -1285,9 +1291,25 @@ START_TEST(test_usage_errors)
     assert_usage(pre_only, "--pre and --post go together");
     const char *no_dir[] = {"budget", "--framework", "sglang", NULL};
     assert_usage(no_dir, "missing trace directory");
-    /* The command line of this trace names no F, and SGLang has no default. */
-    const char *no_f[] = {"budget", "--framework", "sglang", dir, NULL};
-    assert_usage(no_f, "--mem-fraction-static F is required for sglang");
+    /* The command line of this trace names no F: SGLang derives it (issue
+     * 18; before, this was a usage error), and so does the replay. */
+    const char *no_f[] = {"--framework", "sglang", NULL};
+    char *j = budget_json(dir, no_f);
+    assert_contains(j, "\"mem_fraction_static_source\":\"derived\"");
+    assert_contains(j, "\"mem_fraction_static_derivation\":{\"rule\":\"reserve\",");
+    free(j);
+    /* without --framework, the launch line's sglang.launch_server tells it */
+    const char *detected[] = {"--mem-fraction-static", "0.8", NULL};
+    j = budget_json(dir, detected);
+    assert_contains(j, "\"framework\":\"sglang\",\"framework_source\":\"trace\",");
+    free(j);
+    /* and --framework vllm on it is a warning, said once, and a note */
+    const char *other[] = {"budget", "--framework", "vllm", "--json", dir, NULL};
+    struct proc_result warned = budget_run(other);
+    ck_assert_int_eq(count_lines(warned.err), 1);
+    assert_contains(warned.err, "warning: --framework vllm, but the trace shows sglang");
+    assert_contains(warned.out, "--framework vllm, but the trace shows sglang");
+    proc_result_free(&warned);
     scratch_remove(dir);
 }
 END_TEST
@@ -1956,7 +1978,9 @@ START_TEST(test_sglang_current_path_replayed)
     sglang_current(dir, true, &pre, &post, &draft_local);
     const char *opts[] = {"--framework", "sglang", NULL};
     char *j = budget_json(dir, opts);
-    assert_contains(j, "\"path\":\"sglang-current\",\"path_source\":\"trace\",");
+    assert_contains(j, "\"path\":\"sglang-current\",\"path_source\":\"trace\",\"why\":\"the "
+                       "measurements' Python stacks show _profile_available_bytes "
+                       "(kv_cache_configurator.py) (pid 4100): the current path");
     int64_t pre_free = TOTAL - CONTEXT - 16 * MiB, post_free = pre_free - 20 * 256 * MiB;
     double pre_gib = (double)pre_free / GIB_D, post_gib = (double)post_free / GIB_D;
     double rest = post_gib - pre_gib * (1 - 0.8);
@@ -1998,8 +2022,7 @@ START_TEST(test_sglang_current_path_replayed)
     free(j);
     char *t = budget_text(dir, small, 0);
     assert_contains(t, " (raised by SGLang as a ValueError)\n");
-    assert_contains(t, " code path replayed: sglang-current (post was measured in "
-                       "_profile_available_bytes)\n");
+    assert_contains(t, " code path replayed: sglang-current (the measurements' Python");
     free(t);
 
     /* --multimodal: SGLANG_VLM_CACHE_SIZE_MB's default 100 MB comes off rest. */
