@@ -784,7 +784,11 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
             json_kv_int(w, "available_bytes", g->kv_budget_bytes);
         else
             json_kv_null(w, "available_bytes");
-        json_kv_int(w, "tokens_profiled", g->tokens_profiled);
+        /* the ValueError is raised before any token is counted */
+        if (g->error_type && strcmp(g->error_type, "ValueError") == 0)
+            json_kv_null(w, "tokens_profiled");
+        else
+            json_kv_int(w, "tokens_profiled", g->tokens_profiled);
         json_kv_string(w, "error_type", g->error_type);
     }
     json_key(w, "ranks");
