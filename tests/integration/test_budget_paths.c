@@ -58,126 +58,56 @@ struct scenario {
     enum premise premise;
 };
 
-#define OLDER   "--sim-sglang-path", "older"
-#define CURRENT "--sim-sglang-path", "current"
-#define F(x)    "--mem-fraction-static", x
-#define MLA4    4608 /* 4 layers x 1152 B (MLA, 576 bf16 per token) */
-#define MHA4    9216 /* 4 layers x K and V x 1152 B */
-#define MLA61   70272
+#define OLDER        "--sim-sglang-path", "older"
+#define CURRENT      "--sim-sglang-path", "current"
+#define F(x)         "--mem-fraction-static", x
+#define MLA4         4608  /* 4 layers x 1152 B (MLA, 576 bf16 per token) */
+#define MHA4         9216  /* 4 layers x K and V x 1152 B */
+#define MLA61        70272 /* 61 layers x 1152 B: DeepSeek-V3's cell */
+#define OLDER_PATH   "sglang-older"
+#define CURRENT_PATH "sglang-current"
+/* Rank 1 finds 5 MiB + 777 B of its GPU taken: the ranks' free bytes
+ * differ and the MIN is rank 1's. */
+#define TP2 "--tp", "2", "--occupied-bytes-per-rank", "5243657"
 
+/* One scenario a row or two. */
+/* clang-format off */
 static const struct scenario scenarios[] = {
-    {"older_page1", {OLDER, F("0.5")}, "0.5", MLA4, 0, 0, false, true, "sglang-older", NULL, FITS},
-    {"older_tp2",
-     {OLDER, F("0.5"), "--tp", "2", "--occupied-bytes-per-rank", "5243657"},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     false,
-     false,
-     "sglang-older",
-     NULL,
-     FLOAT32_MIN},
-    {"current_page1",
-     {CURRENT, F("0.5")},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     false,
-     true,
-     "sglang-current",
-     NULL,
-     FITS},
-    {"current_page64_mha",
-     {CURRENT, F("0.5"), "--page-size", "64", "--attention", "mha"},
-     "0.5",
-     MHA4,
-     0,
-     0,
-     false,
-     true,
-     "sglang-current",
-     NULL,
-     PAGE_FLOOR},
-    {"current_page4096",
-     {CURRENT, F("0.18"), "--page-size", "4096", "--num-layers", "61"},
-     "0.18",
-     MLA61,
-     0,
-     0,
-     false,
-     false,
-     "sglang-current",
-     "RuntimeError",
-     FAILS_AT_PAGE},
-    {"current_cap",
-     {CURRENT, F("0.5"), "--page-size", "64", "--max-total-tokens", "100000"},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     false,
-     false,
-     "sglang-current",
-     NULL,
-     CAPPED},
-    {"current_value_error",
-     {CURRENT, F("0.1")},
-     "0.1",
-     MLA4,
-     0,
-     0,
-     false,
-     false,
-     "sglang-current",
-     "ValueError",
-     REST_NEGATIVE},
-    {"current_eagle",
-     {CURRENT, F("0.5"), "--speculative-algorithm", "EAGLE", "--speculative-draft-layers", "1"},
-     "0.5",
-     MLA4,
-     4,
-     1,
-     false,
-     false,
-     "sglang-current",
-     NULL,
-     DRAFT_CELL},
-    {"current_alloc_after_load",
-     {CURRENT, F("0.5"), "--alloc-after-load-mib", "256"},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     false,
-     false,
-     "sglang-current",
-     NULL,
-     ALLOC_AFTER_LOAD},
-    {"current_multimodal",
-     {CURRENT, F("0.5"), "--multimodal-sim"},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     true,
-     false,
-     "sglang-current",
-     NULL,
-     MM_RESERVE},
-    {"current_tp2",
-     {CURRENT, F("0.5"), "--tp", "2", "--occupied-bytes-per-rank", "5243657"},
-     "0.5",
-     MLA4,
-     0,
-     0,
-     false,
-     false,
-     "sglang-current",
-     NULL,
-     FLOAT32_MIN},
+    {.name = "older_page1", .flags = {OLDER, F("0.5")}, .fraction = "0.5", .cell_size = MLA4,
+     .cell_from_pool = true, .path = OLDER_PATH},
+    {.name = "older_tp2", .flags = {OLDER, F("0.5"), TP2}, .fraction = "0.5", .cell_size = MLA4,
+     .path = OLDER_PATH, .premise = FLOAT32_MIN},
+    {.name = "current_page1", .flags = {CURRENT, F("0.5")}, .fraction = "0.5", .cell_size = MLA4,
+     .cell_from_pool = true, .path = CURRENT_PATH},
+    {.name = "current_page64_mha",
+     .flags = {CURRENT, F("0.5"), "--page-size", "64", "--attention", "mha"},
+     .fraction = "0.5", .cell_size = MHA4, .cell_from_pool = true, .path = CURRENT_PATH,
+     .premise = PAGE_FLOOR},
+    {.name = "current_page4096",
+     .flags = {CURRENT, F("0.18"), "--page-size", "4096", "--num-layers", "61"},
+     .fraction = "0.18", .cell_size = MLA61, .path = CURRENT_PATH, .error_type = "RuntimeError",
+     .premise = FAILS_AT_PAGE},
+    {.name = "current_cap",
+     .flags = {CURRENT, F("0.5"), "--page-size", "64", "--max-total-tokens", "100000"},
+     .fraction = "0.5", .cell_size = MLA4, .path = CURRENT_PATH, .premise = CAPPED},
+    {.name = "current_value_error", .flags = {CURRENT, F("0.1")}, .fraction = "0.1",
+     .cell_size = MLA4, .path = CURRENT_PATH, .error_type = "ValueError",
+     .premise = REST_NEGATIVE},
+    {.name = "current_eagle",
+     .flags = {CURRENT, F("0.5"), "--speculative-algorithm", "EAGLE",
+               "--speculative-draft-layers", "1"},
+     .fraction = "0.5", .cell_size = MLA4, .num_layers = 4, .draft_layers = 1,
+     .path = CURRENT_PATH, .premise = DRAFT_CELL},
+    {.name = "current_alloc_after_load",
+     .flags = {CURRENT, F("0.5"), "--alloc-after-load-mib", "256"}, .fraction = "0.5",
+     .cell_size = MLA4, .path = CURRENT_PATH, .premise = ALLOC_AFTER_LOAD},
+    {.name = "current_multimodal", .flags = {CURRENT, F("0.5"), "--multimodal-sim"},
+     .fraction = "0.5", .cell_size = MLA4, .multimodal = true, .path = CURRENT_PATH,
+     .premise = MM_RESERVE},
+    {.name = "current_tp2", .flags = {CURRENT, F("0.5"), TP2}, .fraction = "0.5",
+     .cell_size = MLA4, .path = CURRENT_PATH, .premise = FLOAT32_MIN},
 };
+/* clang-format on */
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
 /* ---- the interpreters and the suite's directory ---- */
@@ -470,88 +400,109 @@ static void assert_text(const char *label, const char *report, const char *path,
     free(got);
 }
 
-/* Test index -> scenario and interpreter; NULL when there is none (said). */
-static const struct scenario *scenario_of(int index, const struct python **py)
+/* One test's scenario on one interpreter, its run and the report. */
+struct paths_case {
+    const struct scenario *s;
+    const struct python *py;
+    const char *label;
+    struct sim_run run;
+    char *report;
+};
+
+/* Test index -> scenario and interpreter, the run, and the report made with
+ * the replay's options (replay) or the long-standing ones; false when there
+ * is no interpreter for it (said). */
+static bool case_open(int index, bool replay, struct paths_case *c)
 {
-    *py = run_python((size_t)index % RUNS_PER);
-    return &scenarios[(size_t)index / RUNS_PER];
+    c->s = &scenarios[(size_t)index / RUNS_PER];
+    c->py = run_python((size_t)index % RUNS_PER);
+    if (!c->py)
+        return false;
+    c->label = scenario_label(c->s, c->py);
+    c->run = sim_run(c->s, c->py);
+    c->report = budget_json(&c->run, c->s, replay, true);
+    return true;
+}
+
+static void case_close(struct paths_case *c)
+{
+    free(c->report);
+    sim_run_free(&c->run);
+}
+
+/* check on the index-th test's case, unless it has no interpreter. */
+static void run_case(int index, bool replay, void (*check)(struct paths_case *))
+{
+    struct paths_case c;
+    if (!case_open(index, replay, &c))
+        return;
+    check(&c);
+    case_close(&c);
 }
 
 /* ---- the tests ---- */
 
 /* pre, post and F as the server had them: the measurements found by its
  * Python functions, the float32 MIN over the ranks, F from the launcher. */
-START_TEST(test_measurements)
+static void check_measurements(struct paths_case *c)
 {
-    const struct python *py;
-    const struct scenario *s = scenario_of(_i, &py);
-    if (!py)
-        return;
-    const char *label = scenario_label(s, py);
-    struct sim_run run = sim_run(s, py);
-    char *report = budget_json(&run, s, false, true);
+    const struct scenario *s = c->s;
+    const char *label = c->label, *report = c->report, *sim = c->run.server;
 
     assert_text(label, report, "$.parameters.mem_fraction_static_source", "cmdline");
     assert_text(label, report, "$.parameters.source_process", "launcher");
     ck_assert_msg(json_double(report, "$.parameters.mem_fraction_static") ==
                       strtod(s->fraction, NULL),
                   "%s: F is not the launcher's %s", label, s->fraction);
-    assert_same_double(label, run.server, "$.pre_gib", report, "$.jobs[0].pre_gib");
-    assert_same_double(label, run.server, "$.post_gib", report, "$.jobs[0].post_gib");
-    assert_same_int(label, run.server, "$.pre_free_bytes", report, "$.jobs[0].min_pre_free_bytes");
-    assert_same_int(label, run.server, "$.post_free_bytes", report,
-                    "$.jobs[0].min_post_free_bytes");
-    free(report);
-    sim_run_free(&run);
+    assert_same_double(label, sim, "$.pre_gib", report, "$.jobs[0].pre_gib");
+    assert_same_double(label, sim, "$.post_gib", report, "$.jobs[0].post_gib");
+    assert_same_int(label, sim, "$.pre_free_bytes", report, "$.jobs[0].min_pre_free_bytes");
+    assert_same_int(label, sim, "$.post_free_bytes", report, "$.jobs[0].min_post_free_bytes");
+}
+
+START_TEST(test_measurements)
+{
+    run_case(_i, false, check_measurements);
 }
 END_TEST
 
 /* rest, the tokens, fits and the verdict's text: SGLang's message, or
  * "fits: N tokens". */
-START_TEST(test_verdict)
+static void check_verdict(struct paths_case *c)
 {
-    const struct python *py;
-    const struct scenario *s = scenario_of(_i, &py);
-    if (!py)
-        return;
-    const char *label = scenario_label(s, py);
-    struct sim_run run = sim_run(s, py);
-    char *report = budget_json(&run, s, true, true);
+    const char *label = c->label, *report = c->report, *sim = c->run.server;
 
-    assert_same_double(label, run.server, "$.rest_gib", report, "$.jobs[0].rest_gib");
-    if (!json_is_null(run.server, "$.tokens"))
-        assert_same_int(label, run.server, "$.tokens", report, "$.jobs[0].tokens");
-    char *sim_fits = json_raw(run.server, "$.fits"), *fits = json_raw(report, "$.jobs[0].fits");
+    assert_same_double(label, sim, "$.rest_gib", report, "$.jobs[0].rest_gib");
+    if (!json_is_null(sim, "$.tokens"))
+        assert_same_int(label, sim, "$.tokens", report, "$.jobs[0].tokens");
+    char *sim_fits = json_raw(sim, "$.fits"), *fits = json_raw(report, "$.jobs[0].fits");
     ck_assert_msg(fits && strcmp(sim_fits, fits) == 0, "%s: the server fits: %s, cutrace: %s",
                   label, sim_fits, fits ? fits : "(absent)");
     char want[1024];
-    char *message = report_json_text(run.server, "$.message");
+    char *message = report_json_text(sim, "$.message");
     if (message)
         snprintf(want, sizeof want, "%s", message);
     else
-        snprintf(want, sizeof want, "fits: %" PRId64 " tokens",
-                 report_json_int(run.server, "$.tokens"));
+        snprintf(want, sizeof want, "fits: %" PRId64 " tokens", report_json_int(sim, "$.tokens"));
     assert_text(label, report, "$.jobs[0].verdict", want);
     free(message);
     free(sim_fits);
     free(fits);
-    free(report);
-    sim_run_free(&run);
+}
+
+START_TEST(test_verdict)
+{
+    run_case(_i, true, check_verdict);
 }
 END_TEST
 
 /* What the replay says of itself: the path, SGLang's error type, the
  * multimodal reserve, the bytes, the effective cell, the profiled tokens;
  * where the scenario says so, the cell found from the KV pool. */
-START_TEST(test_replay_fields)
+static void check_replay_fields(struct paths_case *c)
 {
-    const struct python *py;
-    const struct scenario *s = scenario_of(_i, &py);
-    if (!py)
-        return;
-    const char *label = scenario_label(s, py);
-    struct sim_run run = sim_run(s, py);
-    char *report = budget_json(&run, s, true, true);
+    const struct scenario *s = c->s;
+    const char *label = c->label, *report = c->report, *sim = c->run.server;
 
     assert_text(label, report, "$.server.framework", "sglang");
     assert_text(label, report, "$.server.path", s->path);
@@ -561,21 +512,22 @@ START_TEST(test_replay_fields)
                   "%s: error_type is %s, the server raised %s", label,
                   error_type ? error_type : "null", s->error_type ? s->error_type : "nothing");
     free(error_type);
-    assert_same_double(label, run.server, "$.mm_reserve_gib", report, "$.jobs[0].mm_reserve_gib");
-    assert_same_int_or_null(label, run.server, "$.available_bytes", report,
-                            "$.jobs[0].available_bytes");
-    assert_same_int_or_null(label, run.server, "$.cell_size", report, "$.jobs[0].cell_size");
-    assert_same_int_or_null(label, run.server, "$.tokens_profiled", report,
-                            "$.jobs[0].tokens_profiled");
-    free(report);
+    assert_same_double(label, sim, "$.mm_reserve_gib", report, "$.jobs[0].mm_reserve_gib");
+    assert_same_int_or_null(label, sim, "$.available_bytes", report, "$.jobs[0].available_bytes");
+    assert_same_int_or_null(label, sim, "$.cell_size", report, "$.jobs[0].cell_size");
+    assert_same_int_or_null(label, sim, "$.tokens_profiled", report, "$.jobs[0].tokens_profiled");
 
     if (s->cell_from_pool) {
-        report = budget_json(&run, s, true, false);
-        assert_same_int(label, run.server, "$.cell_size", report, "$.jobs[0].cell_size");
-        assert_same_int(label, run.server, "$.tokens", report, "$.jobs[0].tokens");
-        free(report);
+        char *without_cell = budget_json(&c->run, s, true, false);
+        assert_same_int(label, sim, "$.cell_size", without_cell, "$.jobs[0].cell_size");
+        assert_same_int(label, sim, "$.tokens", without_cell, "$.jobs[0].tokens");
+        free(without_cell);
     }
-    sim_run_free(&run);
+}
+
+START_TEST(test_replay_fields)
+{
+    run_case(_i, true, check_replay_fields);
 }
 END_TEST
 

@@ -445,7 +445,9 @@ class Scheduler:
     def __init__(self, args, rank, cpu_group):
         self.args, self.cpu_group = args, cpu_group
         self.tp_worker = TpModelWorker(args, rank, cpu_group, is_draft_worker=False)
-        self.draft_worker = EAGLEWorker(args, rank, cpu_group) if args.speculative_algorithm else None
+        self.draft_worker = None
+        if args.speculative_algorithm:
+            self.draft_worker = EAGLEWorker(args, rank, cpu_group)
         self.init_memory_pools()
 
     def init_memory_pools(self):
@@ -528,6 +530,30 @@ def parse_args():
     return args
 
 
+def wait_for_ranks(procs, results):
+    """({rank: its JSON line}, how many ranks failed), once every rank has
+    exited; a rank that died without a line (a crash, not SGLang's error)
+    is not waited for."""
+    lines = {}
+    while len(lines) < len(procs):
+        try:
+            rank, line = results.get(timeout=1)
+            lines[rank] = line
+        except queue.Empty:
+            missing = [proc for rank, proc in enumerate(procs) if rank not in lines]
+            if all(proc.exitcode is not None for proc in missing):
+                break  # a line put just before its sender exited is in the pipe by now
+    while True:
+        try:
+            rank, line = results.get_nowait()
+            lines[rank] = line
+        except queue.Empty:
+            break
+    for proc in procs:
+        proc.join()
+    return lines, sum(1 for proc in procs if proc.exitcode != 0)
+
+
 def main():
     args = parse_args()
     context = multiprocessing.get_context("spawn")
@@ -537,21 +563,11 @@ def main():
              for rank in range(args.tp)]
     for proc in procs:
         proc.start()
-    lines = {}
-    try:
-        while len(lines) < args.tp:
-            rank, line = results.get(timeout=120)
-            lines[rank] = line
-    except queue.Empty:
-        pass
-    for proc in procs:
-        proc.join()
+    lines, failed = wait_for_ranks(procs, results)
     if 0 in lines:
         print("server: " + lines[0])
-    failed = [proc.exitcode for proc in procs if proc.exitcode != 0]
     if failed or len(lines) != args.tp:
-        print(f"launcher: {len(failed)} of {args.tp} scheduler process(es) failed",
-              file=sys.stderr)
+        print(f"launcher: {failed} of {args.tp} scheduler process(es) failed", file=sys.stderr)
         return 1
     return 0
 
