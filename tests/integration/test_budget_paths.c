@@ -52,6 +52,7 @@ struct scenario {
     int64_t cell_size;            /* the target's cell, for --cell-size */
     int num_layers, draft_layers; /* for --num-layers / --draft-num-layers; 0: none */
     bool multimodal;              /* --multimodal */
+    const char *env;              /* VAR=VALUE in the run's environment, NULL: none */
     bool cell_from_pool;          /* also replayed without --cell-size */
     const char *path;             /* server.path */
     const char *error_type;       /* NULL: it fits */
@@ -103,6 +104,10 @@ static const struct scenario scenarios[] = {
      .cell_size = MLA4, .path = CURRENT_PATH, .premise = ALLOC_AFTER_LOAD},
     {.name = "current_multimodal", .flags = {CURRENT, F("0.5"), "--multimodal-sim"},
      .fraction = "0.5", .cell_size = MLA4, .multimodal = true, .path = CURRENT_PATH,
+     .premise = MM_RESERVE},
+    {.name = "current_multimodal_env", .flags = {CURRENT, F("0.5"), "--multimodal-sim"},
+     .fraction = "0.5", .cell_size = MLA4, .multimodal = true,
+     .env = "SGLANG_VLM_CACHE_SIZE_MB=300", .path = CURRENT_PATH,
      .premise = MM_RESERVE},
     {.name = "current_tp2", .flags = {CURRENT, F("0.5"), TP2}, .fraction = "0.5",
      .cell_size = MLA4, .path = CURRENT_PATH, .premise = FLOAT32_MIN},
@@ -293,7 +298,8 @@ static struct sim_run sim_run(const struct scenario *s, const struct python *py)
      * float32 cannot hold. */
     w->extra_env[1] = "CUTRACE_FAKE_CTX_MEM=537883457";
     w->extra_env[2] = "CUTRACE_FAKE_NCCL_TIMEOUT=30"; /* a rank that died fails the others soon */
-    w->extra_env[3] = "SGLANG_VLM_CACHE_SIZE_MB=";    /* SGLang's default reserve */
+    w->extra_env[3] = "SGLANG_VLM_CACHE_SIZE_MB=";    /* SGLang's default reserve, */
+    w->extra_env[4] = s->env; /* unless the scenario sets it (the trace records it) */
     char line_file[4200];
     snprintf(line_file, sizeof line_file, "%s/server.json", w->root);
     run.server = slurp(line_file);
@@ -378,18 +384,32 @@ static void assert_same_int(const char *label, const char *sim, const char *sim_
                   sim_path + 2, a, report_path, b);
 }
 
-/* Both null, or the same integer. */
+/* True when the server has no value at sim_path: then the report must say
+ * null there too. */
+static bool both_null(const char *label, const char *sim, const char *sim_path, const char *report,
+                      const char *report_path)
+{
+    if (!json_is_null(sim, sim_path))
+        return false;
+    char *raw = json_raw(report, report_path);
+    ck_assert_msg(raw && strcmp(raw, "null") == 0, "%s: the server has no %s, cutrace %s = %s",
+                  label, sim_path + 2, report_path, raw ? raw : "(absent)");
+    free(raw);
+    return true;
+}
+
 static void assert_same_int_or_null(const char *label, const char *sim, const char *sim_path,
                                     const char *report, const char *report_path)
 {
-    if (json_is_null(sim, sim_path)) {
-        char *raw = json_raw(report, report_path);
-        ck_assert_msg(raw && strcmp(raw, "null") == 0, "%s: the server has no %s, cutrace %s = %s",
-                      label, sim_path + 2, report_path, raw ? raw : "(absent)");
-        free(raw);
-        return;
-    }
-    assert_same_int(label, sim, sim_path, report, report_path);
+    if (!both_null(label, sim, sim_path, report, report_path))
+        assert_same_int(label, sim, sim_path, report, report_path);
+}
+
+static void assert_same_double_or_null(const char *label, const char *sim, const char *sim_path,
+                                       const char *report, const char *report_path)
+{
+    if (!both_null(label, sim, sim_path, report, report_path))
+        assert_same_double(label, sim, sim_path, report, report_path);
 }
 
 static void assert_text(const char *label, const char *report, const char *path, const char *want)
@@ -512,7 +532,7 @@ static void check_replay_fields(struct paths_case *c)
                   "%s: error_type is %s, the server raised %s", label,
                   error_type ? error_type : "null", s->error_type ? s->error_type : "nothing");
     free(error_type);
-    assert_same_double(label, sim, "$.mm_reserve_gib", report, "$.jobs[0].mm_reserve_gib");
+    assert_same_double_or_null(label, sim, "$.mm_reserve_gib", report, "$.jobs[0].mm_reserve_gib");
     assert_same_int_or_null(label, sim, "$.available_bytes", report, "$.jobs[0].available_bytes");
     assert_same_int_or_null(label, sim, "$.cell_size", report, "$.jobs[0].cell_size");
     assert_same_int_or_null(label, sim, "$.tokens_profiled", report, "$.jobs[0].tokens_profiled");

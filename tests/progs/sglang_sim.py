@@ -21,7 +21,7 @@ SGLang's arithmetic as SGLang writes it (github.com/sgl-project/sglang):
     before and after the weights; init_memory_pool calls
     profile_max_num_token (post; rest = post - pre * (1 - F); tokens =
     int(rest * 2^30 // cell)), caps by --max-total-tokens, floors to the
-    page, raises RuntimeError("Not enough memory. ...") at <= 0, then
+    page (the releases with --page-size), raises RuntimeError("Not enough memory. ...") at <= 0, then
     allocates the pools.
   current (about 0.5.16 and later): ModelRunner.init_torch_distributed calls
     distributed/bootstrap.py's init_torch_distributed: before_avail_memory,
@@ -67,7 +67,8 @@ runner's workspace would be); --occupied-bytes-per-rank N has rank r find r
 ranks' free memory differs and the MIN matters.
 
 Each rank prints one JSON line with what SGLang computed: pre_gib, post_gib,
-mm_reserve_gib, rest_gib, available_bytes, cell_size (the effective one),
+mm_reserve_gib and available_bytes (null on the older path, which has
+neither), rest_gib, cell_size (the effective one),
 tokens_profiled (before the cap and the page floor), tokens, fits,
 error_type ("ValueError", "RuntimeError" or null), message (the exception's
 text or null), pre_free_bytes and post_free_bytes (the whole bytes before
@@ -95,6 +96,7 @@ NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-st
 
 # What this process's start-up computed, printed as its JSON line.
 report = {}
+communicators = []  # destroyed at the end, as at a server's shutdown
 
 
 # ---- torch.distributed's CPU group, over multiprocessing queues ----
@@ -168,13 +170,14 @@ def take_gpu(rank, args):
 
 
 def init_distributed_environment(rank, args, cpu_group):
-    """The NCCL communicator (rank 0's unique id handed over the CPU group,
-    as torch's store would) and, at TP > 1, custom all-reduce's buffer,
-    exported to the peers."""
+    """At TP > 1, the NCCL communicator (rank 0's unique id handed over the
+    CPU group, as torch's store would) and custom all-reduce's buffer,
+    exported to the peers; at TP 1 neither (none until a collective needs
+    one)."""
     if args.tp == 1:
         return
     uid = cpu_group.broadcast_from_0(nccl.unique_id)
-    report["comm"] = nccl.init_rank(uid, args.tp, rank)
+    communicators.append(nccl.init_rank(uid, args.tp, rank))
     cuda.ipc_export(cuda.malloc(CUSTOM_ALL_REDUCE_BYTES))
 
 
@@ -249,7 +252,7 @@ class OlderModelRunner:
         cell = cell_size(self.args, self.args.num_layers)
         rest_memory = available_gpu_memory - total_gpu_memory * (1 - self.mem_fraction_static)
         max_num_token = int(rest_memory * (1 << 30) // cell)
-        record(total_gpu_memory, available_gpu_memory, 0.0, rest_memory)
+        record(total_gpu_memory, available_gpu_memory, None, rest_memory)  # no reserve there
         report.update(cell_size=cell, tokens_profiled=max_num_token)
         return max_num_token
 
@@ -495,8 +498,8 @@ def run_scheduler_process(rank, args, inboxes, results):
     print(line, flush=True)
     results.put((rank, line))
     cuda.free_all()
-    if "comm" in report:
-        nccl.destroy(report["comm"])
+    for comm in communicators:
+        nccl.destroy(comm)
 
 
 def parse_args():
