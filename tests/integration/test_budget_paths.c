@@ -129,8 +129,9 @@ static const struct python *run_python(size_t index)
         return &pythons[0];
     if (index == 1 && npythons > 1)
         return &pythons[npythons - 1];
-    fprintf(stderr, "budget_paths: skipped: no %s CPython to run on (%s)\n",
-            index == 0 ? "" : "second", pythons_note[0] ? pythons_note : "pythons.sh found one");
+    fprintf(stderr, "budget_paths: skipped: %s (%s)\n",
+            index == 0 ? "no CPython 3.10 or later to run on" : "no second CPython to run on",
+            pythons_note[0] ? pythons_note : "pythons.sh found one");
     return NULL;
 }
 
