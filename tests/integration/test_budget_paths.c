@@ -53,7 +53,6 @@ struct scenario {
     int num_layers, draft_layers; /* for --num-layers / --draft-num-layers; 0: none */
     bool multimodal;              /* --multimodal */
     const char *env;              /* VAR=VALUE in the run's environment, NULL: none */
-    bool cell_from_pool;          /* also replayed without --cell-size */
     const char *path;             /* server.path */
     const char *error_type;       /* NULL: it fits */
     enum premise premise;
@@ -75,14 +74,14 @@ struct scenario {
 /* clang-format off */
 static const struct scenario scenarios[] = {
     {.name = "older_page1", .flags = {OLDER, F("0.5")}, .fraction = "0.5", .cell_size = MLA4,
-     .cell_from_pool = true, .path = OLDER_PATH},
+     .path = OLDER_PATH},
     {.name = "older_tp2", .flags = {OLDER, F("0.5"), TP2}, .fraction = "0.5", .cell_size = MLA4,
      .path = OLDER_PATH, .premise = FLOAT32_MIN},
     {.name = "current_page1", .flags = {CURRENT, F("0.5")}, .fraction = "0.5", .cell_size = MLA4,
-     .cell_from_pool = true, .path = CURRENT_PATH},
+     .path = CURRENT_PATH},
     {.name = "current_page64_mha",
      .flags = {CURRENT, F("0.5"), "--page-size", "64", "--attention", "mha"},
-     .fraction = "0.5", .cell_size = MHA4, .cell_from_pool = true, .path = CURRENT_PATH,
+     .fraction = "0.5", .cell_size = MHA4, .path = CURRENT_PATH,
      .premise = PAGE_FLOOR},
     {.name = "current_page4096",
      .flags = {CURRENT, F("0.18"), "--page-size", "4096", "--num-layers", "61"},
@@ -337,20 +336,21 @@ static void sim_run_free(struct sim_run *run)
     free(run->w.cwd);
 }
 
-/* `cutrace budget --framework sglang --json` of the run: with the options
- * of the scenario's replay (replay) or only those the budget has long had;
- * with_cell: --cell-size. Its stdout (malloc'd); fails unless it exits 0. */
-static char *budget_json(struct sim_run *run, const struct scenario *s, bool replay, bool with_cell)
+/* `cutrace budget --json --cell-size C` of the run, with --framework
+sglang (framework) or without (the trace must tell), with the options of
+the scenario's replay (replay) or only those the budget has long had. Its
+stdout (malloc'd); fails unless it exits 0. */
+static char *budget_json(struct sim_run *run, const struct scenario *s, bool replay, bool framework)
 {
     char cell[32], layers[16], draft[16];
     snprintf(cell, sizeof cell, "%" PRId64, s->cell_size);
     snprintf(layers, sizeof layers, "%d", s->num_layers);
     snprintf(draft, sizeof draft, "%d", s->draft_layers);
-    const char *argv[16] = {build_path("cutrace"), "budget", "--framework", "sglang", "--json"};
+    const char *argv[16] = {build_path("cutrace"), "budget", "--json", "--cell-size", cell};
     size_t n = 5;
-    if (with_cell) {
-        argv[n++] = "--cell-size";
-        argv[n++] = cell;
+    if (framework) {
+        argv[n++] = "--framework";
+        argv[n++] = "sglang";
     }
     if (replay && s->draft_layers) {
         argv[n++] = "--num-layers";
@@ -430,9 +430,10 @@ struct paths_case {
     char *report;
 };
 
-/* Test index -> scenario and interpreter, the run, and the report made with
- * the replay's options (replay) or the long-standing ones; false when there
- * is no interpreter for it (said). */
+/* Test index -> scenario and interpreter, the run, and the report: with the
+ * replay's options and no --framework (replay), or with --framework sglang
+ * and the long-standing options; false when there is no interpreter for it
+ * (said). */
 static bool case_open(int index, bool replay, struct paths_case *c)
 {
     c->s = &scenarios[(size_t)index / RUNS_PER];
@@ -441,7 +442,7 @@ static bool case_open(int index, bool replay, struct paths_case *c)
         return false;
     c->label = scenario_label(c->s, c->py);
     c->run = sim_run(c->s, c->py);
-    c->report = budget_json(&c->run, c->s, replay, true);
+    c->report = budget_json(&c->run, c->s, replay, !replay);
     return true;
 }
 
@@ -517,16 +518,19 @@ START_TEST(test_verdict)
 }
 END_TEST
 
-/* What the replay says of itself: the path, SGLang's error type, the
- * multimodal reserve, the bytes, the effective cell, the profiled tokens;
- * where the scenario says so, the cell found from the KV pool. */
+/* What the replay says of itself, with the framework left to the trace:
+ * the server and path, both found in the stacks, SGLang's error type, the
+ * multimodal reserve, the bytes, the effective cell, the profiled tokens,
+ * the KV pool the trace saw checked against them. */
 static void check_replay_fields(struct paths_case *c)
 {
     const struct scenario *s = c->s;
     const char *label = c->label, *report = c->report, *sim = c->run.server;
 
     assert_text(label, report, "$.server.framework", "sglang");
+    assert_text(label, report, "$.server.framework_source", "trace");
     assert_text(label, report, "$.server.path", s->path);
+    assert_text(label, report, "$.server.path_source", "trace");
     char *error_type = report_json_text(report, "$.jobs[0].error_type");
     ck_assert_msg((error_type == NULL) == (s->error_type == NULL) &&
                       (!error_type || strcmp(error_type, s->error_type) == 0),
@@ -535,15 +539,15 @@ static void check_replay_fields(struct paths_case *c)
     free(error_type);
     assert_same_double_or_null(label, sim, "$.mm_reserve_gib", report, "$.jobs[0].mm_reserve_gib");
     assert_same_int_or_null(label, sim, "$.available_bytes", report, "$.jobs[0].available_bytes");
-    assert_same_int_or_null(label, sim, "$.cell_size", report, "$.jobs[0].cell_size");
+    if (!json_is_null(sim, "$.cell_size")) /* none where SGLang raised before its configurator */
+        assert_same_int(label, sim, "$.cell_size", report, "$.jobs[0].cell_size");
     assert_same_int_or_null(label, sim, "$.tokens_profiled", report, "$.jobs[0].tokens_profiled");
 
-    if (s->cell_from_pool) {
-        char *without_cell = budget_json(&c->run, s, true, false);
-        assert_same_int(label, sim, "$.cell_size", without_cell, "$.jobs[0].cell_size");
-        assert_same_int(label, sim, "$.tokens", without_cell, "$.jobs[0].tokens");
-        free(without_cell);
-    }
+    /* The pool the sim made after post is the one of its tokens and cell. */
+    char *check = report_json_text(report, "$.jobs[0].kv_pool_check");
+    ck_assert_msg(s->error_type ? !check : check && strcmp(check, "matches") == 0,
+                  "%s: kv_pool_check is %s", label, check ? check : "null");
+    free(check);
 }
 
 START_TEST(test_replay_fields)
