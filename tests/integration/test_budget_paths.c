@@ -3,17 +3,19 @@
  * each SGLang code path as SGLang computes it, bit for bit. Every scenario
  * is a start-up of tests/progs/sglang_sim.py (a launcher that never calls
  * CUDA, one scheduler process per TP rank started with multiprocessing
- * spawn, F and the rest only on the launcher's command line), traced on the
+ * spawn, F and the rest only on the launcher's command line; SGLang's
+ * functions in SGLang's files, tests/progs/sglang_releases/), traced on the
  * fake GPU stack; the sim prints the numbers it computed with SGLang's own
  * arithmetic, and the report must hold the same doubles, tokens, verdict
- * and message text, and say which path it replayed.
+ * and message text, and say which path it replayed, found in the trace.
  *
  * Each scenario runs on the oldest and the newest CPython pythons.sh finds
  * (an absent one is said "skipped"). Three tests read one run (kept in the
  * suite's directory, made once, whichever test comes first): the
  * measurements (pre, post, where F came from), the verdict (rest, tokens,
- * fits, the text), the replay's own fields (the path, the error type, the
- * multimodal reserve, the bytes, the cell size, the profiled tokens).
+ * fits, the text), the replay's own fields (the server and path and where
+ * they came from, the error type, the multimodal reserve, the bytes, the
+ * cell size, the profiled tokens, the KV pool's check).
  */
 #include <check.h>
 #include <errno.h>
