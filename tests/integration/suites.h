@@ -22,6 +22,8 @@
  * pack (a killed run packed by `cutrace pack` and read elsewhere, several
  * directories as one run).
  * entered (ranks killed inside blocking NCCL calls: calls that never returned).
+ * budget_paths (each SGLang code path replayed as the server computed it,
+ * by tests/progs/sglang_sim.py's simulated start-ups).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -47,5 +49,6 @@ Suite *fds_suite(void);
 Suite *launch_suite(void);
 Suite *pack_suite(void);
 Suite *entered_suite(void);
+Suite *budget_paths_suite(void);
 
 #endif

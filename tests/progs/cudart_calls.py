@@ -1,5 +1,6 @@
 """cudart_calls.py - the CUDA calls the server-shaped test programs make
-(stk_sglang_current.py, stk_vllm_current.py), through the fake runtime.
+(stk_sglang_current.py, stk_vllm_current.py, sglang_sim.py), through the
+fake runtime.
 
     import cudart_calls as cuda
     cuda.load(gil_held)       ctypes.CDLL (the GIL released around each call,
@@ -7,6 +8,9 @@
     cuda.malloc(size) -> buffer, cuda.free(buffer), cuda.free_all()
     cuda.mem_get_info() -> (free, total)   one cudaMemGetInfo, as
                               torch.cuda.mem_get_info makes it
+    cuda.set_device(ordinal)  cudaSetDevice, as torch.cuda.set_device
+    cuda.ipc_export(buffer)   cudaIpcGetMemHandle, as custom all-reduce
+                              exports its buffers to its peers
 """
 import ctypes
 
@@ -39,6 +43,20 @@ def free(buf):
 def free_all():
     for buf in list(_kept):
         free(buf)
+
+
+class _IpcMemHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def set_device(ordinal):
+    _check("cudaSetDevice", _cudart.cudaSetDevice(ordinal))
+
+
+def ipc_export(buf):
+    handle = _IpcMemHandle()
+    _check("cudaIpcGetMemHandle", _cudart.cudaIpcGetMemHandle(ctypes.byref(handle), buf))
+    return handle
 
 
 def mem_get_info():
