@@ -29,6 +29,30 @@ static int64_t event_seq(const struct gm_model *m, uint32_t proc, uint32_t event
     return m->procs[proc].events[event].seq;
 }
 
+/*
+ * A vLLM worker that stopped after S0: init_device's early failure raises
+ * before the weights load, so its trace ends with S0 and nothing after it.
+ * It is a candidate with S0 alone; budget_vllm.c replays the check and
+ * keeps out->problem (why it is not otherwise analysable) when the check
+ * passes, since then the worker did not stop for that reason.
+ */
+static void vllm_s0_only(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                         struct budget_rank *out, const char *what)
+{
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    if (count > 0) {
+        out->analysed = true;
+        out->s0_only = true;
+        out->pre = out->post = meas[count - 1];
+        free(out->choice);
+        out->choice = xasprintf("S0 = seq %" PRId64 ", %s; no S1: the worker made no "
+                                "measurement after it",
+                                event_seq(m, proc, out->pre), what);
+    }
+    free(meas);
+}
+
 /* A candidate rank from the weight burst, or NULL (*why set when it is a
  * rank that cannot be analysed). */
 static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
@@ -68,6 +92,8 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
             xasprintf("no weight burst: no stretch between two measurements allocated %s or more "
                       "(the largest allocated %s)",
                       min, bytes);
+        if (r->o->framework == BUDGET_VLLM)
+            vllm_s0_only(m, proc, gpu, out, "its last measurement (no Python stacks name it)");
     } else {
         free(bytes);
         free(min);
@@ -278,6 +304,18 @@ static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, stru
                                 ", made in %s: chosen by the Python stacks (%s)",
                                 event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post),
                                 post_fn, why);
+    }
+    if (!found && r->o->framework == BUDGET_VLLM && pre != SIZE_MAX && pre + 1 == count) {
+        /* init_device's S0 and nothing after it: see vllm_s0_only */
+        memset(out, 0, sizeof(*out));
+        out->proc = proc;
+        out->gpu = gpu;
+        out->by_names = true;
+        out->problem = xstrdup("no S1: the worker made no measurement after init_device's S0");
+        char *what = xasprintf("the last measurement made in %s", pre_fn);
+        vllm_s0_only(m, proc, gpu, out, what);
+        free(what);
+        found = true;
     }
     free(pre_fn);
     free(post_fn);

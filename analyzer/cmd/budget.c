@@ -11,6 +11,7 @@
  * result, not an error), 1 on bad input or when no rank could be, 2 usage.
  */
 #include "analysis/budget_analysis.h"
+#include "cmd/budget_vllm_out.h"
 #include "cli.h"
 #include "model/clocks.h"
 #include "model/filter.h"
@@ -40,7 +41,8 @@ static const char usage[] =
     "options:\n"
     "  --framework sglang|vllm       whose arithmetic to replay (required)\n"
     "  --mem-fraction-static F       SGLang's F (else from the traced command line)\n"
-    "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
+    "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9;\n"
+    "                                0.92 on the current path)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --page-size N                 SGLang: tokens per KV page (else the command\n"
     "                                line's, else 1)\n"
@@ -48,7 +50,16 @@ static const char usage[] =
     "  --pre SEQ --post SEQ          use these measurements (seqs in one rank's\n"
     "                                trace; other ranks use theirs of the same index)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs (else the\n"
+    "                                traced profile_cudagraph_memory's, when the\n"
+    "                                environment applies it)\n"
+    "  --server-version X.Y.Z        the server's release: chooses its code path\n"
+    "  --block-size N                vLLM: tokens per KV block (else the command\n"
+    "                                line's, else 16)\n"
+    "  --num-layers N                vLLM: attention layers holding a KV cache\n"
+    "  --block-bytes BYTES           vLLM: one layer's bytes per block (page size)\n"
+    "  --max-model-len N             vLLM: for its one-request check (else the\n"
+    "                                command line's)\n" CLI_FILTER_HELP
         CLI_FORMAT_HELP CLI_HELP_HELP "\n"
     "--rank, --pid, --host and --gpu list those ranks (and the jobs they are in);\n"
     "a job's arithmetic stays over all its ranks.\n"
@@ -257,9 +268,7 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
         {"weight burst", TABLE_RIGHT, 0},
     };
     struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
-    if (vllm) {
-        /* same columns; S0 and S1 are vLLM's names for pre and post */
-    }
+    (void)vllm; /* same columns; S0 and S1 are vLLM's names for pre and post */
     char buf[UNITS_BUF];
     for (size_t k = 0; k < g->nranks; k++) {
         const struct budget_rank *rk = &g->ranks[k];
@@ -274,6 +283,15 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
         free(gpu);
         if (!rk->analysed) {
             for (int i = 0; i < 7; i++)
+                table_cell(t, NULL);
+            continue;
+        }
+        if (rk->s0_only) { /* vLLM: the worker stopped after S0 */
+            const struct gm_event *s0 = &p->events[rk->pre];
+            table_cellf(t, "%" PRId64, s0->seq);
+            table_cell(t, format_offset(buf, sizeof(buf), at_ns(p, s0->t_ns)));
+            table_cell(t, format_bytes(buf, sizeof(buf), (uint64_t)rk->pre_free));
+            for (int i = 0; i < 4; i++)
                 table_cell(t, NULL);
             continue;
         }
@@ -430,38 +448,7 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
         print_kv(r, g, out);
         return;
     }
-    char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF], d[UNITS_BUF], e[UNITS_BUF], f[UNITS_BUF];
-    fprintf(out, "\n  vLLM's arithmetic per rank (S0 = pre, S1 = post; U = %g):\n", o->util);
-    for (size_t k = 0; k < g->nranks; k++) {
-        const struct budget_rank *rk = &g->ranks[k];
-        if (!rk->analysed || !rank_listed(rk))
-            continue;
-        char who[64];
-        gm_process_name(who, sizeof(who), &r->m->procs[rk->proc]);
-        char graphs[UNITS_BUF + 16] = "";
-        if (o->graph_estimate)
-            snprintf(graphs, sizeof(graphs), ", CUDA graphs %s",
-                     format_bytes_signed(f, sizeof(f), o->graph_estimate));
-        char *line =
-            xasprintf("%s: requested %s = total %s x U; weights %s, activation peak %s, non-torch "
-                      "increase %s%s",
-                      who, format_bytes_signed(a, sizeof(a), rk->requested),
-                      format_bytes_signed(b, sizeof(b), rk->pre_total),
-                      format_bytes_signed(c, sizeof(c), rk->weights),
-                      format_bytes_signed(d, sizeof(d), rk->peak_activation),
-                      format_bytes_signed(e, sizeof(e), rk->non_torch_increase), graphs);
-        text_print_wrapped(out, line, 4);
-        free(line);
-        fprintf(out, "      available for the KV cache: %s%s\n",
-                format_bytes_signed(a, sizeof(a), rk->available),
-                rk->early_failure ? "; free memory at S0 is below requested" : "");
-    }
-    fprintf(out, "  verdict: %s\n", g->verdict);
-    if (g->has_u_min && (!g->has_u_max || g->u_min <= g->u_max))
-        fprintf(out, "  --gpu-memory-utilization that fits: %.3f to %.3f\n", g->u_min,
-                g->has_u_max ? g->u_max : 1.0);
-    else
-        fputs("  no --gpu-memory-utilization fits\n", out);
+    budget_vllm_print_job(r, g, rank_listed, out);
     print_kv(r, g, out);
 }
 
@@ -530,6 +517,8 @@ static void print_text(const struct budget_analysis *r, FILE *out)
         fputs(", ", out);
         print_count_text("--max-total-tokens", &o->max_total_tokens, out);
         fputc('\n', out);
+    } else {
+        budget_vllm_print_header(r, out);
     }
     for (size_t i = 0; i < r->ngroups; i++)
         if (job_listed(&r->groups[i]))
@@ -610,7 +599,10 @@ static void json_rank(struct json_writer *w, const struct budget_analysis *r,
         return;
     }
     json_measure(w, "pre", p, rk->pre, rk->live_pre, rk->unexpl_pre);
-    json_measure(w, "post", p, rk->post, rk->live_post, rk->unexpl_post);
+    if (rk->s0_only)
+        json_kv_null(w, "post"); /* vLLM: the worker stopped after S0 */
+    else
+        json_measure(w, "post", p, rk->post, rk->live_post, rk->unexpl_post);
     json_key(w, "made_between_live_at_post");
     json_object_begin(w);
     for (int c = 0; c < GM_GPU_CATEGORIES; c++)
@@ -648,8 +640,9 @@ static void json_rank(struct json_writer *w, const struct budget_analysis *r,
         json_kv_int(w, "runtime_at_burst_end_bytes", rk->runtime_at_burst_end);
         json_kv_int(w, "runtime_peak_bytes", rk->runtime_peak);
         json_kv_int(w, "peak_activation_bytes", rk->peak_activation);
-        json_kv_int(w, "cuda_graph_estimate_bytes", r->o->graph_estimate);
+        json_kv_int(w, "cuda_graph_estimate_bytes", rk->graph_applied);
         json_kv_int(w, "available_kv_bytes", rk->available);
+        budget_vllm_json_rank(w, rk);
     }
     json_key(w, "kv_pool");
     if (rk->has_kv) {
@@ -719,6 +712,7 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
                 json_kv_null(w, "kv_predicted_bytes");
         }
     } else if (any) {
+        budget_vllm_json_job(w, g);
         json_kv_int(w, "available_kv_bytes", g->available);
         json_kv_int(w, "available_kv_pid", r->m->procs[g->ranks[g->available_rank].proc].pid);
         json_kv_bool(w, "early_failure", g->early_failure);
@@ -760,6 +754,12 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_double(&w, "gpu_memory_utilization", o->util);
         json_kv_string(&w, "gpu_memory_utilization_source", o->util_source);
         json_kv_int(&w, "cuda_graph_estimate", o->graph_estimate);
+        json_kv_string(&w, "cuda_graph_estimate_source",
+                       o->graph_estimate_source ? o->graph_estimate_source : "trace");
+        bool current = budget_vllm_current(r);
+        json_kv_string(&w, "vllm_path", current ? "current" : "older");
+        json_kv_string(&w, "vllm_path_source", r->server.path_source);
+        json_kv_string(&w, "vllm_path_why", r->server.path_why);
     }
     if (o->source_pid)
         json_kv_int(&w, "source_pid", o->source_pid);
@@ -783,6 +783,14 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_object_begin(&w);
         print_count_json(&w, "page_size", &o->page_size);
         print_count_json(&w, "max_total_tokens", &o->max_total_tokens);
+        json_object_end(&w);
+    } else {
+        json_key(&w, "kv_cache");
+        json_object_begin(&w);
+        print_count_json(&w, "block_size", &o->block_size);
+        print_count_json(&w, "num_layers", &o->num_layers);
+        print_count_json(&w, "block_bytes", &o->block_bytes);
+        print_count_json(&w, "max_model_len", &o->max_model_len);
         json_object_end(&w);
     }
     json_key(&w, "jobs");
