@@ -80,7 +80,7 @@ struct budget_options {
      * says) or NULL before the analysis. */
     struct budget_count block_size, num_layers, block_bytes, max_model_len;
     const char *graph_estimate_source;
-    bool multimodal;            /* --multimodal: SGLang reserves its multimodal caches */
+    bool multimodal; /* --multimodal: SGLang reserves its multimodal caches */
     bool json;
     const char *path;
 };
@@ -206,7 +206,7 @@ bool budget_parse_fraction(const char *text, double *out);
         {"cuda-graph-estimate", required_argument, NULL, 'g'},                                     \
         {"page-size", required_argument, NULL, 'k'},                                               \
         {"max-total-tokens", required_argument, NULL, 'T'},                                        \
-        {"server-version", required_argument, NULL, 'V'}, BUDGET_VLLM_LONG_OPTIONS,                 \
+        {"server-version", required_argument, NULL, 'V'}, BUDGET_VLLM_LONG_OPTIONS,                \
     {                                                                                              \
         "multimodal", no_argument, NULL, 'M'                                                       \
     }
@@ -221,7 +221,9 @@ enum budget_vllm_option_code {
     {"block-size", required_argument, NULL, BUDGET_OPT_BLOCK_SIZE},                                \
         {"num-layers", required_argument, NULL, BUDGET_OPT_NUM_LAYERS},                            \
         {"block-bytes", required_argument, NULL, BUDGET_OPT_BLOCK_BYTES},                          \
-        {"max-model-len", required_argument, NULL, BUDGET_OPT_MAX_MODEL_LEN}
+    {                                                                                              \
+        "max-model-len", required_argument, NULL, BUDGET_OPT_MAX_MODEL_LEN                         \
+    }
 
 struct budget_option_state {
     const char *framework; /* as given, NULL when absent */
@@ -280,8 +282,8 @@ void budget_add_note(struct budget_analysis *r, char *text);
  * (source "cmdline"), else fallback ("default"; none when <= 0). */
 void budget_measure_rank(const struct budget_analysis *r, struct budget_rank *rk);
 void budget_name_measurements(const struct budget_analysis *r, struct budget_rank *rk);
-void budget_count_from_cmdlines(struct budget_analysis *r, const char *flag,
-                                struct budget_count *c, int64_t fallback);
+void budget_count_from_cmdlines(struct budget_analysis *r, const char *flag, struct budget_count *c,
+                                int64_t fallback);
 
 /* ---- vLLM (budget_vllm.c) ---- */
 
@@ -291,8 +293,7 @@ void budget_count_from_cmdlines(struct budget_analysis *r, const char *flag,
  * Python stack (current), else the older path by default. *source is
  * "option", "trace" or "default"; *why is malloc'd.
  */
-enum budget_path budget_vllm_path(const struct budget_analysis *r, const char **source,
-                                  char **why);
+enum budget_path budget_vllm_path(const struct budget_analysis *r, const char **source, char **why);
 /* The path replayed: r->server.path when the analysis set it, else the above. */
 bool budget_vllm_current(const struct budget_analysis *r);
 /* The code path (into r->server when unset) and the KV cache's inputs from

@@ -70,8 +70,7 @@ static char *graph_measurement(const struct gm_model *m, int64_t *pid)
     return NULL;
 }
 
-enum budget_path budget_vllm_path(const struct budget_analysis *r, const char **source,
-                                  char **why)
+enum budget_path budget_vllm_path(const struct budget_analysis *r, const char **source, char **why)
 {
     const char *version = r->o->server_version;
     long major, minor;
@@ -201,8 +200,8 @@ static bool env_applies_graphs(const struct gm_process *p)
 {
     for (size_t i = 0; i < p->nenv; i++)
         if (strcmp(p->env[i].name, GRAPH_ENV) == 0 && p->env[i].value)
-            return strtol(p->env[i].value, NULL, 10) != 0 ||
-                   strcmp(p->env[i].value, "true") == 0 || strcmp(p->env[i].value, "True") == 0;
+            return strtol(p->env[i].value, NULL, 10) != 0 || strcmp(p->env[i].value, "true") == 0 ||
+                   strcmp(p->env[i].value, "True") == 0;
     return false;
 }
 
@@ -353,8 +352,7 @@ static void job_verdict(struct budget_analysis *r, struct budget_job *g, bool cu
     if (g->early_failure) {
         const struct budget_rank *rk = &g->ranks[g->early_rank];
         g->verdict = xstrdup(budget_vllm_early_message(current, rk->device_ordinal, rk->pre_free,
-                                                       rk->pre_total, o->util, text,
-                                                       sizeof(text)));
+                                                       rk->pre_total, o->util, text, sizeof(text)));
         g->range_verdict = "fails for all"; /* S0's check takes no torch counter */
         return;
     }
@@ -363,9 +361,8 @@ static void job_verdict(struct budget_analysis *r, struct budget_job *g, bool cu
     } else if (g->needed_bytes > g->available) {
         g->max_len_failure = true;
         g->estimated_max_len =
-            budget_vllm_estimated_max_len(g->available, o->max_model_len.value,
-                                          o->block_size.value, o->block_bytes.value,
-                                          o->num_layers.value);
+            budget_vllm_estimated_max_len(g->available, o->max_model_len.value, o->block_size.value,
+                                          o->block_bytes.value, o->num_layers.value);
         g->verdict = xstrdup(budget_vllm_max_len_message(o->max_model_len.value, g->needed_bytes,
                                                          g->available, g->estimated_max_len, text,
                                                          sizeof(text)));

@@ -59,8 +59,8 @@ static const char usage[] =
     "  --num-layers N                vLLM: attention layers holding a KV cache\n"
     "  --block-bytes BYTES           vLLM: one layer's bytes per block (page size)\n"
     "  --max-model-len N             vLLM: for its one-request check (else the\n"
-    "                                command line's)\n" CLI_FILTER_HELP
-        CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "                                command line's)\n" CLI_FILTER_HELP CLI_FORMAT_HELP
+        CLI_HELP_HELP "\n"
     "--rank, --pid, --host and --gpu list those ranks (and the jobs they are in);\n"
     "a job's arithmetic stays over all its ranks.\n"
     "Tables for --csv: ranks (one row per rank), jobs (one row per job).\n"

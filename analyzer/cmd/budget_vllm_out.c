@@ -40,8 +40,8 @@ void budget_vllm_print_header(const struct budget_analysis *r, FILE *out)
 {
     const struct budget_options *o = r->o;
     bool current = budget_vllm_current(r);
-    char *path = xasprintf("vLLM %s (%s, requested %s); %s: %s",
-                           current ? "current" : "older", current ? "U default 0.92" : "U default 0.9",
+    char *path = xasprintf("vLLM %s (%s, requested %s); %s: %s", current ? "current" : "older",
+                           current ? "U default 0.92" : "U default 0.9",
                            current ? "= ceil(total x U)" : "truncated",
                            r->server.path_source ? r->server.path_source : "default",
                            r->server.path_why ? r->server.path_why : "");
@@ -59,8 +59,7 @@ void budget_vllm_print_header(const struct budget_analysis *r, FILE *out)
 }
 
 /* vLLM: one rank's arithmetic, in words. */
-static void print_rank(const struct budget_analysis *r, const struct budget_rank *rk,
-                                 FILE *out)
+static void print_rank(const struct budget_analysis *r, const struct budget_rank *rk, FILE *out)
 {
     char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF], d[UNITS_BUF], e[UNITS_BUF], f[UNITS_BUF];
     char who[64];
@@ -81,14 +80,13 @@ static void print_rank(const struct budget_analysis *r, const struct budget_rank
                  format_bytes_signed(f, sizeof(f), rk->graph_applied),
                  format_bytes_signed(e, sizeof(e), rk->graph_measured), rk->graph_brackets,
                  rk->graph_brackets == 1 ? "" : "s");
-    char *line =
-        xasprintf("%s: requested %s = %s of total %s; weights %s, torch peak increase %s, "
-                  "non-torch increase %s%s",
-                  who, format_bytes_signed(a, sizeof(a), rk->requested), rounding,
-                  format_bytes_signed(b, sizeof(b), rk->pre_total),
-                  format_bytes_signed(c, sizeof(c), rk->weights),
-                  format_bytes_signed(d, sizeof(d), rk->peak_activation),
-                  format_bytes_signed(e, sizeof(e), rk->non_torch_increase), graphs);
+    char *line = xasprintf("%s: requested %s = %s of total %s; weights %s, torch peak increase %s, "
+                           "non-torch increase %s%s",
+                           who, format_bytes_signed(a, sizeof(a), rk->requested), rounding,
+                           format_bytes_signed(b, sizeof(b), rk->pre_total),
+                           format_bytes_signed(c, sizeof(c), rk->weights),
+                           format_bytes_signed(d, sizeof(d), rk->peak_activation),
+                           format_bytes_signed(e, sizeof(e), rk->non_torch_increase), graphs);
     text_print_wrapped(out, line, 4);
     free(line);
     fprintf(out, "      available for the KV cache: %s%s\n",
@@ -116,18 +114,18 @@ void budget_vllm_print_job(const struct budget_analysis *r, const struct budget_
         if (g->ranks[k].analysed && listed(&g->ranks[k]))
             print_rank(r, &g->ranks[k], out);
     if (g->has_blocks)
-        fprintf(out, "    blocks = available // %" PRId64 " B // %" PRId64 " layers = %" PRId64
-                     "\n",
+        fprintf(out,
+                "    blocks = available // %" PRId64 " B // %" PRId64 " layers = %" PRId64 "\n",
                 o->block_bytes.value, o->num_layers.value, g->blocks);
     if (g->needed_bytes)
         fprintf(out, "    one request of max_model_len %" PRId64 " needs %s\n",
                 o->max_model_len.value, format_bytes_signed(a, sizeof(a), g->needed_bytes));
     say(out, 2, "verdict:", g->verdict);
     if (!g->early_failure) {
-        char *range = xasprintf("%s over available in [%s, %s] (torch's counters bounded)",
-                                g->range_verdict,
-                                format_bytes_signed(a, sizeof(a), g->available_low),
-                                format_bytes_signed(b, sizeof(b), g->available_high));
+        char *range =
+            xasprintf("%s over available in [%s, %s] (torch's counters bounded)", g->range_verdict,
+                      format_bytes_signed(a, sizeof(a), g->available_low),
+                      format_bytes_signed(b, sizeof(b), g->available_high));
         say(out, 2, "verdict over the bound:", range);
         free(range);
     }
@@ -137,8 +135,7 @@ void budget_vllm_print_job(const struct budget_analysis *r, const struct budget_
         fprintf(out, "  --gpu-memory-utilization that fits: %.3f to %.3f\n", g->u_min,
                 g->has_u_max ? g->u_max : 1.0);
     else if (g->early_failure && g->has_u_max && !g->has_u_min)
-        fprintf(out, "  --gpu-memory-utilization that passes the S0 check: up to %.3f\n",
-                g->u_max);
+        fprintf(out, "  --gpu-memory-utilization that passes the S0 check: up to %.3f\n", g->u_max);
     else
         fputs("  no --gpu-memory-utilization fits\n", out);
 }
@@ -189,4 +186,3 @@ void budget_vllm_json_job(struct json_writer *w, const struct budget_job *g)
         json_kv_null(w, "estimated_max_model_len");
     json_kv_string(w, "missing_inputs", g->missing_inputs);
 }
-

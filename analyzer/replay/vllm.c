@@ -50,13 +50,24 @@ bool budget_vllm_early_failure(bool ceil_path, int64_t free_bytes, int64_t total
 
 char *budget_vllm_py_repr(double v, char *buf, size_t size)
 {
-    /* repr is the shortest text that reads back as the same double */
+    /* repr: the fewest significant digits that read back as the same
+     * double, positional for decimal exponents -4 to 15, ".0" when whole */
+    int digits = 17;
     for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
+        snprintf(buf, size, "%.*e", prec - 1, v);
+        if (strtod(buf, NULL) == v) {
+            digits = prec;
             break;
+        }
     }
-    if (!strpbrk(buf, ".eni") && strlen(buf) + 2 < size)
+    snprintf(buf, size, "%.*e", digits - 1, v);
+    const char *e = strchr(buf, 'e');
+    int exponent = e ? atoi(e + 1) : 0;
+    if (!isfinite(v) || exponent < -4 || exponent >= 16)
+        return buf;
+    int decimals = digits - 1 - exponent;
+    snprintf(buf, size, "%.*f", decimals > 0 ? decimals : 0, v);
+    if (!strchr(buf, '.') && strlen(buf) + 2 < size)
         strcat(buf, ".0");
     return buf;
 }
@@ -99,8 +110,8 @@ int64_t budget_vllm_blocks(int64_t available, int64_t page_size_bytes, int64_t n
     return available / page_size_bytes / num_layers;
 }
 
-int64_t budget_vllm_needed_bytes(int64_t max_model_len, int64_t block_size,
-                                 int64_t page_size_bytes, int64_t num_layers)
+int64_t budget_vllm_needed_bytes(int64_t max_model_len, int64_t block_size, int64_t page_size_bytes,
+                                 int64_t num_layers)
 {
     if (max_model_len <= 0 || block_size <= 0 || page_size_bytes <= 0 || num_layers <= 0)
         return 0;
@@ -110,9 +121,8 @@ int64_t budget_vllm_needed_bytes(int64_t max_model_len, int64_t block_size,
     return blocks * page_size_bytes * num_layers;
 }
 
-int64_t budget_vllm_estimated_max_len(int64_t available, int64_t max_model_len,
-                                      int64_t block_size, int64_t page_size_bytes,
-                                      int64_t num_layers)
+int64_t budget_vllm_estimated_max_len(int64_t available, int64_t max_model_len, int64_t block_size,
+                                      int64_t page_size_bytes, int64_t num_layers)
 {
     /* estimate_max_model_len's binary search over 1..max_model_len has this
      * closed form: the needed bytes grow in whole blocks */

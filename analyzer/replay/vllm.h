@@ -24,7 +24,7 @@
 #define BUDGET_VLLM_UTIL_CURRENT 0.92 /* and in current releases (vllm/config/cache.py) */
 /* check_enough_kv_cache_memory's ValueError (vllm/v1/core/kv_cache_utils.py) */
 #define BUDGET_VLLM_ERR                                                                            \
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "     \
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "      \
     "initializing the engine."
 
 /* older: requested = total * U in double, truncated to whole bytes. */
@@ -65,11 +65,10 @@ int64_t budget_vllm_blocks(int64_t available, int64_t page_size_bytes, int64_t n
  * len <= max_model_len that fits (estimate_max_model_len; 0 when not even
  * one token does). INT64_MAX when it overflows.
  */
-int64_t budget_vllm_needed_bytes(int64_t max_model_len, int64_t block_size,
-                                 int64_t page_size_bytes, int64_t num_layers);
-int64_t budget_vllm_estimated_max_len(int64_t available, int64_t max_model_len,
-                                      int64_t block_size, int64_t page_size_bytes,
-                                      int64_t num_layers);
+int64_t budget_vllm_needed_bytes(int64_t max_model_len, int64_t block_size, int64_t page_size_bytes,
+                                 int64_t num_layers);
+int64_t budget_vllm_estimated_max_len(int64_t available, int64_t max_model_len, int64_t block_size,
+                                      int64_t page_size_bytes, int64_t num_layers);
 /* Its ValueError text, into buf; returns buf. */
 char *budget_vllm_max_len_message(int64_t max_model_len, int64_t needed, int64_t available,
                                   int64_t estimated_max_len, char *buf, size_t size);
