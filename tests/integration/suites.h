@@ -22,6 +22,8 @@
  * pack (a killed run packed by `cutrace pack` and read elsewhere, several
  * directories as one run).
  * entered (ranks killed inside blocking NCCL calls: calls that never returned).
+ * budget_vllm (vLLM's start-up on each code path, simulated, against
+ * `cutrace budget --json`).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -37,6 +39,7 @@ Suite *stacks_suite(void);
 Suite *diff_suite(void);
 Suite *run_suite(void);
 Suite *budget_names_suite(void);
+Suite *budget_vllm_suite(void);
 Suite *pyframes_suite(void);
 Suite *security_suite(void);
 Suite *creation_kill_suite(void);
