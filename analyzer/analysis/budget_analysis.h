@@ -137,7 +137,8 @@ struct budget_rank {
     /* the CUDA-graph estimate from profile_cudagraph_memory's measurements */
     size_t graph_brackets;
     int64_t graph_measured, graph_applied;
-    int64_t blocks; /* available // block bytes // layers, when both are known */
+    const char *graph_why; /* "option", "environment", "release default", "not applied: ..." */
+    int64_t blocks;        /* available // block bytes // layers, when both are known */
     /* the KV pool seen after post */
     bool has_kv;
     int64_t kv_count, kv_size;

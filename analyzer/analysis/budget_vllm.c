@@ -32,6 +32,8 @@
 #define CURRENT_MAJOR 0
 #define CURRENT_MINOR 18
 #define GRAPH_ENV     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+/* the release from which that estimate is applied by default (0.x) */
+#define GRAPHS_DEFAULT_MINOR 21
 
 static const char *const graph_functions[] = {"profile_cudagraph_memory"};
 
@@ -196,13 +198,25 @@ static int64_t device_ordinal(const struct gm_process *p, uint32_t gpu)
     return p->ndevices == 1 ? p->devices[0].ordinal : -1;
 }
 
-static bool env_applies_graphs(const struct gm_process *p)
+/*
+ * Whether the worker subtracted its CUDA-graph estimate: as its environment
+ * says (vllm/envs.py reads the variable as an int), else as the release's
+ * default, on from about 0.21 (--server-version; off when not given).
+ */
+static bool env_applies_graphs(const struct budget_options *o, const struct gm_process *p,
+                               const char **why)
 {
     for (size_t i = 0; i < p->nenv; i++)
-        if (strcmp(p->env[i].name, GRAPH_ENV) == 0 && p->env[i].value)
-            return strtol(p->env[i].value, NULL, 10) != 0 || strcmp(p->env[i].value, "true") == 0 ||
-                   strcmp(p->env[i].value, "True") == 0;
-    return false;
+        if (strcmp(p->env[i].name, GRAPH_ENV) == 0 && p->env[i].value) {
+            bool on = strtol(p->env[i].value, NULL, 10) != 0;
+            *why = on ? "environment" : "not applied: environment";
+            return on;
+        }
+    long major, minor;
+    bool on = o->server_version && parse_version(o->server_version, &major, &minor) &&
+              (major > 0 || minor >= GRAPHS_DEFAULT_MINOR);
+    *why = on ? "release default" : "not applied: " GRAPH_ENV " not set";
+    return on;
 }
 
 /* profile_cudagraph_memory's brackets after S0: (free before - free after) each. */
@@ -311,10 +325,12 @@ static void vllm_rank(const struct budget_analysis *r, struct budget_rank *rk, b
     rk->non_torch_increase = gm_sub(rk->non_torch_post, rk->non_torch_pre);
     rk->peak_activation = gm_sub(rk->runtime_peak, rk->runtime_at_burst_end);
     graph_brackets(r, rk);
-    if (o->graph_estimate_source && strcmp(o->graph_estimate_source, "option") == 0)
+    if (o->graph_estimate_source && strcmp(o->graph_estimate_source, "option") == 0) {
         rk->graph_applied = o->graph_estimate;
-    else if (env_applies_graphs(p))
+        rk->graph_why = "option";
+    } else if (env_applies_graphs(o, p, &rk->graph_why)) {
         rk->graph_applied = rk->graph_measured;
+    }
     /* memory_profiling's non_kv_cache_memory, then the estimate */
     int64_t need = gm_add(gm_add(rk->weights, rk->peak_activation), rk->non_torch_increase);
     need = gm_add(need, rk->graph_applied);

@@ -76,8 +76,9 @@ static void print_rank(const struct budget_analysis *r, const struct budget_rank
     }
     char graphs[3 * UNITS_BUF + 96] = "";
     if (rk->graph_applied || rk->graph_brackets)
-        snprintf(graphs, sizeof(graphs), ", CUDA graphs %s (measured %s in %zu capture%s)",
+        snprintf(graphs, sizeof(graphs), ", CUDA graphs %s (%s; measured %s in %zu capture%s)",
                  format_bytes_signed(f, sizeof(f), rk->graph_applied),
+                 rk->graph_why ? rk->graph_why : "-",
                  format_bytes_signed(e, sizeof(e), rk->graph_measured), rk->graph_brackets,
                  rk->graph_brackets == 1 ? "" : "s");
     char *line = xasprintf("%s: requested %s = %s of total %s; weights %s, torch peak increase %s, "
@@ -150,6 +151,7 @@ void budget_vllm_json_rank(struct json_writer *w, const struct budget_rank *rk)
         json_kv_null(w, "device_ordinal");
     json_kv_int(w, "cuda_graph_measured_bytes", rk->graph_measured);
     json_kv_uint(w, "cuda_graph_captures", rk->graph_brackets);
+    json_kv_string(w, "cuda_graph_estimate_by", rk->graph_why);
     /* torch's allocated and peak counters, bounded by its segments */
     json_key(w, "torch_bound");
     json_object_begin(w);
