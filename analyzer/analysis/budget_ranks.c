@@ -53,6 +53,46 @@ static void vllm_s0_only(const struct gm_model *m, uint32_t proc, uint32_t gpu,
     free(meas);
 }
 
+/*
+ * vLLM without Python stacks: the measurement after the weights is
+ * memory_profiling's before profile_run when the next one follows the
+ * profiling pass (torch memory made between the two and all freed again
+ * before the second: the activations); S1 is that next one, after
+ * profile_run.
+ */
+static void vllm_after_profile(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                               struct budget_rank *out)
+{
+    const struct gm_process *p = &m->procs[proc];
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    uint32_t next = GM_NONE;
+    for (size_t i = 0; i + 1 < count && next == GM_NONE; i++)
+        if (meas[i] == out->post)
+            next = meas[i + 1];
+    free(meas);
+    /* the pass: torch allocations, every one freed again before the next
+     * measurement (empty_cache); a KV pool or graph pools stay */
+    size_t made = 0, kept = 0;
+    for (uint32_t i = out->post + 1; next != GM_NONE && i < next; i++) {
+        const struct gm_event *e = &p->events[i];
+        if (e->type != GM_EV_ALLOC || e->gpu != gpu || p->allocs[e->a].category != GM_CAT_RUNTIME)
+            continue;
+        const struct gm_alloc *a = &p->allocs[e->a];
+        made++;
+        kept += a->end_event == GM_NONE || a->end_event > next;
+    }
+    if (made == 0 || kept > 0)
+        return;
+    char *choice = xasprintf("%s; S1 = seq %" PRId64 ", the next: the profiling pass (torch "
+                             "memory made and freed) lies between them, so seq %" PRId64
+                             " is memory_profiling's before profile_run",
+                             out->choice, event_seq(m, proc, next), event_seq(m, proc, out->post));
+    free(out->choice);
+    out->choice = choice;
+    out->post = next;
+}
+
 /* A candidate rank from the weight burst, or NULL (*why set when it is a
  * rank that cannot be analysed). */
 static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
@@ -82,6 +122,8 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
             b.kv_like_skipped ? " (a later, larger stretch of equal allocations looked like a KV "
                                 "pool and was passed over)"
                               : "");
+        if (r->o->framework == BUDGET_VLLM)
+            vllm_after_profile(m, proc, gpu, out);
     } else if (b.count > 0 && b.bytes >= r->o->burst_min) {
         out->problem = xasprintf("its largest burst of allocations (%s, seq %" PRId64 "-%" PRId64
                                  ") has no measurement %s it: the budget cannot be replayed",

@@ -265,6 +265,61 @@ START_TEST(test_path_and_default_u)
 }
 END_TEST
 
+/*
+ * A current worker without Python stacks: S0, the weights, memory_profiling's
+ * snapshot before profile_run, the pass (activations made and freed), its
+ * snapshot after (S1), then the KV cache. S1 is the one after the pass, not
+ * the first after the weights (issue 18: 30.41 GB available vs 25.80).
+ */
+START_TEST(test_s1_after_the_profiling_pass)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "node1", 4200, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = 4200,
+                                .ppid = 4000,
+                                .host = "node1",
+                                .cmdline = "python3 -m vllm.entrypoints.openai.api_server",
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = 3000000000ll,
+                                .cuda_runtime_version = 12080};
+    fixture_process(f, &p);
+    fixture_device(f, 0, "GPU-e0000000-0000-0000-0000-000000000000", "NVIDIA H100 80GB HBM3",
+                   TOTAL);
+    fixture_call(f, CT_API_cudaSetDevice, 0, 0, 0, 0);
+    const int64_t context = 512 * MIB, weights = 24 * 64 * MIB, act = 768 * MIB;
+    int64_t s0_free = TOTAL - context;
+    fixture_meminfo(f, 0, s0_free, TOTAL);
+    for (int i = 0; i < 24; i++)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0x600000000000ll + i * 64 * MIB, 64 * MIB, 0);
+    int64_t before_seq = fixture_meminfo(f, 0, s0_free - weights, TOTAL);
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f3000000000ll, act, 0);
+    fixture_call(f, CT_API_cudaFree, 0, 0x7f3000000000ll, 0, 0);
+    int64_t s1_seq = fixture_meminfo(f, 0, s0_free - weights, TOTAL);
+    for (int i = 0; i < 4; i++)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0x7f4000000000ll + i * 512 * MIB, 512 * MIB, 0);
+    fixture_close(f);
+    free(path);
+
+    const char *opts[] = {"--gpu-memory-utilization", "0.9", NULL};
+    struct proc_result r = budget(dir, opts, true);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    char *j = compact(r.out);
+    char want[128];
+    snprintf(want, sizeof(want), "\"post\":{\"seq\":%" PRId64 ",", s1_seq);
+    assert_contains(j, want);
+    snprintf(want, sizeof(want), "seq %" PRId64 " is memory_profiling's before profile_run",
+             before_seq);
+    assert_contains(j, want);
+    snprintf(want, sizeof(want), "\"available_kv_bytes\":%" PRId64 ",",
+             budget_vllm_requested(TOTAL, 0.9) - (weights + act));
+    assert_contains(j, want);
+    free(j);
+    proc_result_free(&r);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_vllm_options)
 {
     char *dir = scratch_dir();
@@ -296,6 +351,7 @@ Suite *budget_vllm_suite(void)
     tcase_add_test(tc, test_s0_alone_replays_the_early_failure);
     tcase_add_test(tc, test_s0_alone_that_passes_is_not_analysed);
     tcase_add_test(tc, test_path_and_default_u);
+    tcase_add_test(tc, test_s1_after_the_profiling_pass);
     tcase_add_test(tc, test_vllm_options);
     suite_add_tcase(s, tc);
     return s;
