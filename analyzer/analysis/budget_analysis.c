@@ -11,7 +11,7 @@
  *      ranked by what each cost.
  */
 #include "analysis/budget_analysis.h"
-#include "analysis/budget_detect.h"
+#include "analysis/budget_version.h"
 #include "cli.h"
 #include "symbols/stacks.h"
 #include "out/units.h"
@@ -168,8 +168,9 @@ static struct cmdline_found launch_lines_value(struct budget_analysis *r, const 
     return found;
 }
 
-/* --page-size or --max-total-tokens when no option gave it. */
-static void count_from_cmdlines(struct budget_analysis *r, const char *flag, struct budget_count *c,
+/* --page-size or --max-total-tokens (vLLM: --block-size, --max-model-len)
+ * when no option gave it. */
+void budget_count_from_cmdlines(struct budget_analysis *r, const char *flag, struct budget_count *c,
                                 int64_t fallback)
 {
     if (c->has)
@@ -259,9 +260,11 @@ static void multimodal_reserve(struct budget_analysis *r)
 void budget_values_from_cmdlines(struct budget_analysis *r)
 {
     struct budget_options *o = r->o;
+    if (o->framework == BUDGET_VLLM)
+        budget_vllm_values_from_cmdlines(r); /* the code path, the KV cache's inputs */
     if (o->framework == BUDGET_SGLANG) {
-        count_from_cmdlines(r, "--page-size", &o->page_size, 1);
-        count_from_cmdlines(r, "--max-total-tokens", &o->max_total_tokens, 0);
+        budget_count_from_cmdlines(r, "--page-size", &o->page_size, 1);
+        budget_count_from_cmdlines(r, "--max-total-tokens", &o->max_total_tokens, 0);
         struct cmdline_found spec =
             launch_lines_value(r, "--speculative-algorithm", parse_spec_algorithm);
         o->spec_algorithm[0] = '\0';
@@ -289,14 +292,14 @@ void budget_values_from_cmdlines(struct budget_analysis *r)
         o->source_process = found.owner;
     } else if (o->framework == BUDGET_VLLM) {
         o->has_util = true;
-        o->util = BUDGET_VLLM_UTIL;
+        o->util = budget_vllm_current(r) ? BUDGET_VLLM_UTIL_CURRENT : BUDGET_VLLM_UTIL;
         o->util_source = "default";
     }
 }
 
 /* ---- ranks and jobs ---- */
 
-static void measure_rank(const struct budget_analysis *r, struct budget_rank *rk)
+void budget_measure_rank(const struct budget_analysis *r, struct budget_rank *rk)
 {
     const struct gm_model *m = r->m;
     const struct gm_process *p = &m->procs[rk->proc];
@@ -317,7 +320,8 @@ static void measure_rank(const struct budget_analysis *r, struct budget_rank *rk
         if (ref->event == rk->pre) {
             memcpy(rk->live_pre, w.live, sizeof(w.live));
             seen_pre = true;
-        } else if (ref->event == rk->post) {
+        }
+        if (ref->event == rk->post) { /* == pre for a vLLM rank with S0 alone */
             memcpy(rk->live_post, w.live, sizeof(w.live));
             seen_post = true;
         }
@@ -404,78 +408,6 @@ static void decompose(const struct budget_analysis *r, struct budget_rank *rk)
     for (size_t i = 0; i < rk->nrows; i++)
         costs += rk->rows[i].cost_gib;
     rk->ledger_other = rk->rest_own - (rk->ledger_budget - costs);
-}
-
-/* vLLM: torch's reserved bytes (this process's runtime memory) over time. */
-static void vllm_rank(const struct budget_analysis *r, struct budget_rank *rk)
-{
-    const struct gm_model *m = r->m;
-    const struct gm_process *p = &m->procs[rk->proc];
-    /* vLLM measures nothing between loading the weights and its profiling
-     * pass, so the stretch from S0 to S1 holds both: the weights are what it
-     * made through torch that is still live at S1 (torch's memory delta over
-     * load_model),
-     * and the weight burst ends at the last of them. */
-    size_t weights_end = rk->has_burst ? rk->burst.last : SIZE_MAX;
-    rk->weights = 0;
-    if (rk->has_burst) {
-        weights_end = rk->burst.first;
-        for (size_t i = rk->burst.first; i <= rk->burst.last && i < p->nevents; i++) {
-            const struct gm_event *e = &p->events[i];
-            if (e->type != GM_EV_ALLOC || e->gpu != rk->gpu)
-                continue;
-            const struct gm_alloc *a = &p->allocs[e->a];
-            /* torch's own memory only: what NCCL took meanwhile is non-torch */
-            if (!a->top || a->category != GM_CAT_RUNTIME)
-                continue;
-            if (a->end_event != GM_NONE && a->end_event <= rk->post)
-                continue;
-            rk->weights = gm_add(rk->weights, a->size);
-            weights_end = i;
-        }
-    }
-    int64_t runtime = 0;
-    bool after_burst = !rk->has_burst;
-    for (size_t i = 0; i < p->nevents; i++) {
-        const struct gm_event *e = &p->events[i];
-        if (i == rk->pre)
-            rk->torch_pre = runtime;
-        if (i == rk->post) {
-            rk->torch_post = runtime;
-            break;
-        }
-        if ((e->type == GM_EV_ALLOC || e->type == GM_EV_FREE) && e->gpu == rk->gpu) {
-            const struct gm_alloc *a = &p->allocs[e->a];
-            if (a->category == GM_CAT_RUNTIME)
-                runtime =
-                    e->type == GM_EV_ALLOC ? gm_add(runtime, a->size) : gm_sub(runtime, a->size);
-            if (runtime < 0)
-                runtime = 0;
-        }
-        if (rk->has_burst && i == weights_end) {
-            rk->runtime_at_burst_end = runtime;
-            rk->runtime_peak = runtime;
-            after_burst = true;
-        } else if (after_burst && i > rk->pre && runtime > rk->runtime_peak) {
-            rk->runtime_peak = runtime;
-        }
-    }
-    if (!rk->has_burst) {
-        rk->runtime_at_burst_end = rk->torch_pre;
-        if (rk->runtime_peak < rk->runtime_at_burst_end)
-            rk->runtime_peak = rk->runtime_at_burst_end;
-    }
-    rk->requested = budget_vllm_requested(rk->pre_total, r->o->util);
-    rk->early_failure = rk->pre_free < rk->requested;
-    rk->non_torch_pre = gm_sub(gm_sub(rk->pre_total, rk->pre_free), rk->torch_pre);
-    rk->non_torch_post = gm_sub(gm_sub(rk->post_total, rk->post_free), rk->torch_post);
-    rk->non_torch_increase = gm_sub(rk->non_torch_post, rk->non_torch_pre);
-    rk->peak_activation = gm_sub(rk->runtime_peak, rk->runtime_at_burst_end);
-    int64_t need = gm_add(gm_add(rk->weights, rk->peak_activation), rk->non_torch_increase);
-    need = gm_add(need, r->o->graph_estimate);
-    rk->available = gm_sub(rk->requested, need);
-    rk->has_u_min = budget_vllm_u_min(rk->pre_total, need, &rk->u_min);
-    rk->has_u_max = budget_vllm_u_max(rk->pre_total, rk->pre_free, &rk->u_max);
 }
 
 /* ---- per job ---- */
@@ -714,7 +646,7 @@ static char *conclusion(const struct budget_analysis *r, const struct budget_job
  * traces carry Python stacks (stacks.h): the functions that measure free
  * memory for the budget (docs/budget.md) are said in the rank's choice.
  */
-static void name_measurements(const struct budget_analysis *r, struct budget_rank *rk)
+void budget_name_measurements(const struct budget_analysis *r, struct budget_rank *rk)
 {
     /* load_model and profile_cudagraph_memory too: a burst that chose one
      * of their measurements chose what the server does not use. */
@@ -747,6 +679,10 @@ static void name_measurements(const struct budget_analysis *r, struct budget_ran
 static void analyse_group(struct budget_analysis *r, struct budget_job *g)
 {
     const struct budget_options *o = r->o;
+    if (o->framework == BUDGET_VLLM) {
+        budget_vllm_analyse_job(r, g);
+        return;
+    }
     g->float_ranks = (int)(g->world > (int64_t)g->nranks ? (g->world > 1 << 20 ? 1 << 20 : g->world)
                                                          : (int64_t)g->nranks);
     bool first = true;
@@ -754,9 +690,9 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
         struct budget_rank *rk = &g->ranks[k];
         if (!rk->analysed)
             continue;
-        measure_rank(r, rk);
+        budget_measure_rank(r, rk);
         if (!rk->by_names)
-            name_measurements(r, rk);
+            budget_name_measurements(r, rk);
         g->analysed++;
         if (o->framework == BUDGET_SGLANG) {
             decompose(r, rk);
@@ -767,30 +703,6 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
             if (first || (uint64_t)rk->post_free < g->min_post) {
                 g->min_post = (uint64_t)rk->post_free;
                 g->post_rank = k;
-            }
-        } else {
-            vllm_rank(r, rk);
-            if (rk->early_failure && !g->early_failure) {
-                g->early_failure = true;
-                g->early_rank = k;
-            }
-            if (first || rk->available < g->available) {
-                g->available = rk->available;
-                g->available_rank = k;
-            }
-            /* The job fits for a U every rank fits with. */
-            if (first) {
-                g->has_u_min = rk->has_u_min;
-                g->u_min = rk->u_min;
-                g->has_u_max = rk->has_u_max;
-                g->u_max = rk->u_max;
-            } else {
-                g->has_u_min = g->has_u_min && rk->has_u_min;
-                if (rk->u_min > g->u_min)
-                    g->u_min = rk->u_min;
-                g->has_u_max = g->has_u_max && rk->has_u_max;
-                if (rk->u_max < g->u_max)
-                    g->u_max = rk->u_max;
             }
         }
         first = false;
@@ -842,21 +754,6 @@ static void analyse_group(struct budget_analysis *r, struct budget_job *g)
         else if (!g->fits)
             g->conclusion = conclusion(r, g, &g->ranks[g->post_rank]);
         pool_check(g);
-    } else {
-        const struct budget_rank *rk = &g->ranks[g->early_rank];
-        if (g->early_failure) {
-            g->verdict = xasprintf(
-                "Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU "
-                "memory utilization (%g, %.2f GiB).",
-                (double)rk->pre_free / BUDGET_GIB, (double)rk->pre_total / BUDGET_GIB, o->util,
-                (double)rk->requested / BUDGET_GIB);
-        } else if (g->available <= 0) {
-            g->verdict = xstrdup(BUDGET_VLLM_ERR);
-        } else {
-            g->fits = true;
-            g->tokens = g->available / o->cell_size;
-            g->verdict = xasprintf("fits: %" PRId64 " tokens", g->tokens);
-        }
     }
 }
 
@@ -873,6 +770,7 @@ void budget_analysis_free(struct budget_analysis *r)
         free(g->conclusion);
         free(g->verdict);
         free(g->cell_why);
+        free(g->missing_inputs);
     }
     free(r->groups);
     free(r->o->mm_reserve_why);
@@ -931,16 +829,16 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
         o->has_cell_size = true;
         st->budget_only = true;
         return 1;
-    case 'L':
     case 'D': {
-        struct budget_count *count = c == 'L' ? &o->num_layers : &o->draft_layers;
         double v;
         if (!parse_count(arg, &v))
-            return cli_usage_error(cmd, "%s %s: expected a whole number of layers >= 1",
-                                   c == 'L' ? "--num-layers" : "--draft-num-layers", arg);
-        *count = (struct budget_count){true, (int64_t)v, "option", 0, NULL};
+            return cli_usage_error(cmd,
+                                   "--draft-num-layers %s: expected a whole number of layers "
+                                   ">= 1",
+                                   arg);
+        o->draft_layers = (struct budget_count){true, (int64_t)v, "option", 0, NULL};
         st->budget_only = true;
-        st->sglang_only = c == 'L' ? "--num-layers" : "--draft-num-layers";
+        st->sglang_only = "--draft-num-layers";
         return 1;
     }
     case 'b':
@@ -976,11 +874,12 @@ int budget_option(const char *cmd, int c, const char *arg, struct budget_options
     case 'g':
         if (!parse_bytes_opt(arg, &o->graph_estimate, false))
             return cli_usage_error(cmd, "--cuda-graph-estimate %s: expected a size in bytes", arg);
+        o->graph_estimate_source = "option";
         st->has_graph = true;
         st->budget_only = true;
         return 1;
     default:
-        return 0;
+        return budget_vllm_option(cmd, c, arg, o, st);
     }
 }
 
@@ -1008,9 +907,11 @@ int budget_options_finish(const char *cmd, bool framework_required, struct budge
 int budget_options_framework(const char *cmd, struct budget_options *o,
                              const struct budget_option_state *st)
 {
-    if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph))
+    if (o->framework == BUDGET_SGLANG && (o->has_util || st->has_graph || st->vllm_only))
         return cli_usage_error(cmd, "%s is a vLLM option",
-                               o->has_util ? "--gpu-memory-utilization" : "--cuda-graph-estimate");
+                               o->has_util     ? "--gpu-memory-utilization"
+                               : st->has_graph ? "--cuda-graph-estimate"
+                                               : st->vllm_only);
     if (o->framework == BUDGET_VLLM && (o->has_fraction || st->sglang_only))
         return cli_usage_error(cmd, "%s is an SGLang option",
                                o->has_fraction ? "--mem-fraction-static" : st->sglang_only);
@@ -1034,20 +935,12 @@ const char *budget_path_name(enum budget_path path)
     }
 }
 
-/* Which of the framework's code paths to replay, when the caller did not say. */
-static void choose_path(struct budget_analysis *r)
-{
-    struct budget_server *sv = &r->server;
-    if (sv->path != BUDGET_PATH_UNKNOWN || r->o->framework != BUDGET_SGLANG)
-        return;
-    sv->path = budget_sglang_path(r->m, r->o->server_version, &sv->path_source, &sv->path_why);
-}
-
 int budget_analyse(struct budget_analysis *r)
 {
     if (budget_find_groups(r) != 0)
         return -1;
-    choose_path(r);
+    if (r->server.path == BUDGET_PATH_UNKNOWN && r->o->framework == BUDGET_SGLANG)
+        budget_choose_path(r);
     if (r->o->framework == BUDGET_SGLANG && r->o->multimodal &&
         r->server.path != BUDGET_PATH_SGLANG_CURRENT)
         budget_add_note(r, xasprintf("--multimodal: the %s path reserves nothing for multimodal "

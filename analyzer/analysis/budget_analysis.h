@@ -82,9 +82,9 @@ struct budget_options {
     struct budget_count page_size, max_total_tokens;
     /* SGLang with EAGLE or STANDALONE speculative decoding: the target's
      * cell size is scaled by (1 + draft layers / layers). */
-    struct budget_count num_layers, draft_layers;
-    char spec_algorithm[24]; /* the launch lines' --speculative-algorithm, "": none */
-    int64_t spec_pid;        /* whose line, as source_pid/source_process below */
+    struct budget_count draft_layers; /* the model's layers: num_layers below */
+    char spec_algorithm[24];          /* the launch lines' --speculative-algorithm, "": none */
+    int64_t spec_pid;                 /* whose line, as source_pid/source_process below */
     const char *spec_process;
     /* SGLang's multimodal reserve in GiB (current path, --multimodal) and its source text */
     double mm_reserve_gib;
@@ -94,7 +94,18 @@ struct budget_options {
     int64_t cell_size, burst_min, graph_estimate;
     int64_t pre_seq, post_seq;
     const char *server_version; /* --server-version, NULL when absent */
-    bool multimodal;            /* --multimodal: SGLang reserves its multimodal caches */
+    /* vLLM (budget_vllm.c): the inputs of its block arithmetic and of the
+     * max_model_len check (--block-size, --num-layers, --block-bytes,
+     * --max-model-len; block size and max_model_len also from the launch
+     * lines), and where the CUDA-graph estimate came from: "option"
+     * (--cuda-graph-estimate), "trace" (profile_cudagraph_memory's
+     * measurements, applied as VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+     * says) or NULL before the analysis. */
+    struct budget_count block_size, num_layers, block_bytes, max_model_len;
+    /* num_layers (--num-layers) is both servers': SGLang's draft scale
+     * divides by it too */
+    const char *graph_estimate_source;
+    bool multimodal; /* --multimodal: SGLang reserves its multimodal caches */
     bool json;
     const char *path;
 };
@@ -144,6 +155,17 @@ struct budget_rank {
     bool early_failure;
     bool has_u_min, has_u_max;
     double u_min, u_max;
+    bool s0_only;           /* only S0: the worker stopped after it (its early failure) */
+    int64_t device_ordinal; /* the cuda:N of S0, -1 unknown */
+    /* torch's allocated counters bounded by its segments (budget_vllm.c):
+     * allocated can be below reserved by at most these at S0 and at the peak */
+    int64_t torch_slack_s0, torch_slack_peak;
+    int64_t available_low, available_high; /* available over the bound */
+    /* the CUDA-graph estimate from profile_cudagraph_memory's measurements */
+    size_t graph_brackets;
+    int64_t graph_measured, graph_applied;
+    const char *graph_why; /* "option", "environment", "release default", "not applied: ..." */
+    int64_t blocks;        /* available // block bytes // layers, when both are known */
     /* the KV pool seen after post */
     bool has_kv;
     int64_t kv_count, kv_size;
@@ -190,6 +212,11 @@ struct budget_job {
     bool early_failure, has_u_min, has_u_max;
     double u_min, u_max;
     char *verdict;
+    int64_t available_low, available_high; /* MIN over the ranks of each end */
+    const char *range_verdict;             /* "fits for all", "fails for all", "depends" */
+    bool has_blocks, max_len_failure;
+    int64_t blocks, needed_bytes, estimated_max_len;
+    char *missing_inputs; /* which options would supply what the trace lacks, NULL none */
 };
 
 /* Every job of a run. */
@@ -222,10 +249,23 @@ bool budget_parse_fraction(const char *text, double *out);
         {"page-size", required_argument, NULL, 'k'},                                               \
         {"max-total-tokens", required_argument, NULL, 'T'},                                        \
         {"server-version", required_argument, NULL, 'V'},                                          \
-        {"num-layers", required_argument, NULL, 'L'},                                              \
-        {"draft-num-layers", required_argument, NULL, 'D'},                                        \
+        {"draft-num-layers", required_argument, NULL, 'D'}, BUDGET_VLLM_LONG_OPTIONS,              \
     {                                                                                              \
         "multimodal", no_argument, NULL, 'M'                                                       \
+    }
+/* vLLM's: the block arithmetic's inputs (codes above any other option's). */
+enum budget_vllm_option_code {
+    BUDGET_OPT_BLOCK_SIZE = 0x300,
+    BUDGET_OPT_NUM_LAYERS,
+    BUDGET_OPT_BLOCK_BYTES,
+    BUDGET_OPT_MAX_MODEL_LEN,
+};
+#define BUDGET_VLLM_LONG_OPTIONS                                                                   \
+    {"block-size", required_argument, NULL, BUDGET_OPT_BLOCK_SIZE},                                \
+        {"num-layers", required_argument, NULL, BUDGET_OPT_NUM_LAYERS},                            \
+        {"block-bytes", required_argument, NULL, BUDGET_OPT_BLOCK_BYTES},                          \
+    {                                                                                              \
+        "max-model-len", required_argument, NULL, BUDGET_OPT_MAX_MODEL_LEN                         \
     }
 
 struct budget_option_state {
@@ -236,6 +276,7 @@ struct budget_option_state {
     /* `cutrace budget`: without --framework, the trace tells it after
      * loading (budget_detect.h); budget_options_framework checks then. */
     bool detect;
+    const char *vllm_only; /* --block-size, --block-bytes, ... when given */
 };
 
 /* The checks of budget_options_finish that need the framework, for a
@@ -277,6 +318,9 @@ char *budget_source_text(const struct budget_options *o, char *buf, size_t size)
  * the ranks that could be analysed.
  */
 int budget_analyse(struct budget_analysis *r);
+/* SGLang's path into r->server, from the trace or --server-version
+ * (budget_detect.c): budget_analyse calls it when the path is unknown. */
+void budget_choose_path(struct budget_analysis *r);
 void budget_analysis_free(struct budget_analysis *r);
 
 /* "sglang-current", "vllm-older", ...: a path's name in reports. */
@@ -292,5 +336,33 @@ const char *budget_part_when(enum budget_part part);
  * add notes (text malloc'd, owned by r from then on). */
 int budget_find_groups(struct budget_analysis *r);
 void budget_add_note(struct budget_analysis *r, char *text);
+/* Between budget_analysis.c and budget_vllm.c: a rank's two measurements
+ * (the GPU's live bytes at each, what was made between), their Python
+ * functions added to its choice, and an option value from the launch lines
+ * (source "cmdline"), else fallback ("default"; none when <= 0). */
+void budget_measure_rank(const struct budget_analysis *r, struct budget_rank *rk);
+void budget_name_measurements(const struct budget_analysis *r, struct budget_rank *rk);
+void budget_count_from_cmdlines(struct budget_analysis *r, const char *flag, struct budget_count *c,
+                                int64_t fallback);
+
+/* ---- vLLM (budget_vllm.c) ---- */
+
+/*
+ * The vLLM code path a trace comes from: --server-version (about 0.18 and
+ * later: current), else a measurement made in profile_cudagraph_memory on a
+ * Python stack (current), else the older path by default. *source is
+ * "option", "trace" or "default"; *why is malloc'd.
+ */
+enum budget_path budget_vllm_path(const struct budget_analysis *r, const char **source, char **why);
+/* The path replayed: r->server.path when the analysis set it, else the above. */
+bool budget_vllm_current(const struct budget_analysis *r);
+/* The code path (into r->server when unset) and the KV cache's inputs from
+ * the launch lines; U's default then follows the path. */
+void budget_vllm_values_from_cmdlines(struct budget_analysis *r);
+/* vLLM's own options (BUDGET_VLLM_LONG_OPTIONS), as budget_option. */
+int budget_vllm_option(const char *cmd, int c, const char *arg, struct budget_options *o,
+                       struct budget_option_state *st);
+/* One job replayed as vLLM does (all its ranks measured here). */
+void budget_vllm_analyse_job(struct budget_analysis *r, struct budget_job *g);
 
 #endif

@@ -7,6 +7,7 @@
  * in; the launch lines are read only when the stacks show no server.
  */
 #include "analysis/budget_detect.h"
+#include "analysis/budget_version.h"
 #include "cli.h"
 #include "symbols/stacks.h"
 
@@ -293,38 +294,6 @@ char *budget_framework_mismatch(const struct gm_model *m, enum budget_framework 
     return text;
 }
 
-bool budget_parse_server_version(const char *text, int parts[4])
-{
-    memset(parts, 0, 4 * sizeof(int));
-    if (!text)
-        return false;
-    if (*text == 'v' || *text == 'V')
-        text++;
-    int n = 0;
-    while (n < 4 && isdigit((unsigned char)*text)) {
-        long v = 0;
-        while (isdigit((unsigned char)*text) && v < 100000)
-            v = v * 10 + (*text++ - '0');
-        if (isdigit((unsigned char)*text))
-            return false; /* no release has a number that long */
-        parts[n++] = (int)v;
-        if (*text != '.' || !isdigit((unsigned char)text[1]))
-            break;
-        text++;
-    }
-    /* What may follow the numbers: a pre-release or post-release tag. */
-    return n >= 2 && (*text == '\0' || *text == '.' || *text == '-' || *text == '+' ||
-                      isalpha((unsigned char)*text));
-}
-
-int budget_version_compare(const int a[4], const int b[4])
-{
-    for (int i = 0; i < 4; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return 0;
-}
-
 /* The path --server-version names, with why; UNKNOWN when it names none. */
 static enum budget_path path_of_version(const char *version, char **why, const char *context)
 {
@@ -436,4 +405,10 @@ bool budget_launch_flag(void *ctx, const char *name, const char **value)
             }
     }
     return false;
+}
+
+void budget_choose_path(struct budget_analysis *r)
+{
+    struct budget_server *sv = &r->server;
+    sv->path = budget_sglang_path(r->m, r->o->server_version, &sv->path_source, &sv->path_why);
 }

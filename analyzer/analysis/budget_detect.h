@@ -54,12 +54,6 @@ char *budget_framework_mismatch(const struct gm_model *m, enum budget_framework 
 enum budget_path budget_sglang_path(const struct gm_model *m, const char *server_version,
                                     const char **source, char **why);
 
-/* A version as --server-version takes it: "0.5.16", "v0.5.16", "0.5.16rc1",
- * "0.5.16.post2" (numbers separated by dots, up to 4, a suffix ignored). */
-bool budget_parse_server_version(const char *text, int parts[4]);
-/* <0, 0, >0 as a is older than, the same as, newer than b. */
-int budget_version_compare(const int a[4], const int b[4]);
-
 /*
  * A flag lookup over the launch lines of every process of a model, for
  * sglang_fraction_from_flags (replay/sglang_fraction.h): ctx is a struct

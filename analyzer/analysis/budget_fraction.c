@@ -9,6 +9,7 @@
  */
 #include "analysis/budget_analysis.h"
 #include "analysis/budget_detect.h"
+#include "analysis/budget_version.h"
 #include "cli.h"
 #include "replay/sglang_fraction.h"
 

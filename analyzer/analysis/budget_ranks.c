@@ -29,6 +29,70 @@ static int64_t event_seq(const struct gm_model *m, uint32_t proc, uint32_t event
     return m->procs[proc].events[event].seq;
 }
 
+/*
+ * A vLLM worker that stopped after S0: init_device's early failure raises
+ * before the weights load, so its trace ends with S0 and nothing after it.
+ * It is a candidate with S0 alone; budget_vllm.c replays the check and
+ * keeps out->problem (why it is not otherwise analysable) when the check
+ * passes, since then the worker did not stop for that reason.
+ */
+static void vllm_s0_only(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                         struct budget_rank *out, const char *what)
+{
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    if (count > 0) {
+        out->analysed = true;
+        out->s0_only = true;
+        out->pre = out->post = meas[count - 1];
+        free(out->choice);
+        out->choice = xasprintf("S0 = seq %" PRId64 ", %s; no S1: the worker made no "
+                                "measurement after it",
+                                event_seq(m, proc, out->pre), what);
+    }
+    free(meas);
+}
+
+/*
+ * vLLM without Python stacks: the measurement after the weights is
+ * memory_profiling's before profile_run when the next one follows the
+ * profiling pass (torch memory made between the two and all freed again
+ * before the second: the activations); S1 is that next one, after
+ * profile_run.
+ */
+static void vllm_after_profile(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                               struct budget_rank *out)
+{
+    const struct gm_process *p = &m->procs[proc];
+    size_t count;
+    uint32_t *meas = gm_measurements(m, proc, gpu, &count);
+    uint32_t next = GM_NONE;
+    for (size_t i = 0; i + 1 < count && next == GM_NONE; i++)
+        if (meas[i] == out->post)
+            next = meas[i + 1];
+    free(meas);
+    /* the pass: torch allocations, every one freed again before the next
+     * measurement (empty_cache); a KV pool or graph pools stay */
+    size_t made = 0, kept = 0;
+    for (uint32_t i = out->post + 1; next != GM_NONE && i < next; i++) {
+        const struct gm_event *e = &p->events[i];
+        if (e->type != GM_EV_ALLOC || e->gpu != gpu || p->allocs[e->a].category != GM_CAT_RUNTIME)
+            continue;
+        const struct gm_alloc *a = &p->allocs[e->a];
+        made++;
+        kept += a->end_event == GM_NONE || a->end_event > next;
+    }
+    if (made == 0 || kept > 0)
+        return;
+    char *choice = xasprintf("%s; S1 = seq %" PRId64 ", the next: the profiling pass (torch "
+                             "memory made and freed) lies between them, so seq %" PRId64
+                             " is memory_profiling's before profile_run",
+                             out->choice, event_seq(m, proc, next), event_seq(m, proc, out->post));
+    free(out->choice);
+    out->choice = choice;
+    out->post = next;
+}
+
 /* A candidate rank from the weight burst, or NULL (*why set when it is a
  * rank that cannot be analysed). */
 static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, struct budget_rank *out)
@@ -59,6 +123,8 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
             b.kv_like_skipped ? " (a later, larger stretch of equal allocations looked like a KV "
                                 "pool and was passed over)"
                               : "");
+        if (r->o->framework == BUDGET_VLLM)
+            vllm_after_profile(m, proc, gpu, out);
     } else if (b.count > 0 && b.bytes >= r->o->burst_min) {
         out->problem = xasprintf("its largest burst of allocations (%s, seq %" PRId64 "-%" PRId64
                                  ") has no measurement %s it: the budget cannot be replayed",
@@ -69,6 +135,8 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
             xasprintf("no weight burst: no stretch between two measurements allocated %s or more "
                       "(the largest allocated %s)",
                       min, bytes);
+        if (r->o->framework == BUDGET_VLLM)
+            vllm_s0_only(m, proc, gpu, out, "its last measurement (no Python stacks name it)");
     } else {
         free(bytes);
         free(min);
@@ -289,6 +357,18 @@ static bool rank_from_names(const struct budget_analysis *r, uint32_t proc, stru
                                 ", made in %s: chosen by the Python stacks (%s)",
                                 event_seq(m, proc, out->pre), pre_fn, event_seq(m, proc, out->post),
                                 post_fn, why);
+    }
+    if (!found && r->o->framework == BUDGET_VLLM && pre != SIZE_MAX && pre + 1 == count) {
+        /* init_device's S0 and nothing after it: see vllm_s0_only */
+        memset(out, 0, sizeof(*out));
+        out->proc = proc;
+        out->gpu = gpu;
+        out->by_names = true;
+        out->problem = xstrdup("no S1: the worker made no measurement after init_device's S0");
+        char *what = xasprintf("the last measurement made in %s", pre_fn);
+        vllm_s0_only(m, proc, gpu, out, what);
+        free(what);
+        found = true;
     }
     free(pre_fn);
     free(post_fn);

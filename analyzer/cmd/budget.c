@@ -12,6 +12,8 @@
  */
 #include "analysis/budget_analysis.h"
 #include "analysis/budget_detect.h"
+#include "cmd/budget_sglang_out.h"
+#include "cmd/budget_vllm_out.h"
 #include "cli.h"
 #include "model/clocks.h"
 #include "model/filter.h"
@@ -45,7 +47,8 @@ static const char usage[] =
     "                                stacks cannot tell (0.5.16)\n"
     "  --mem-fraction-static F       SGLang's F (else the launch lines', else SGLang's\n"
     "                                own derivation, replayed)\n"
-    "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
+    "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9;\n"
+    "                                0.92 on the current path)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --page-size N                 SGLang: tokens per KV page (else the command\n"
     "                                line's, else 1)\n"
@@ -57,8 +60,17 @@ static const char usage[] =
     "  --pre SEQ --post SEQ          use these measurements (seqs in one rank's\n"
     "                                trace; other ranks use theirs of the same index)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
-        CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs (else the\n"
+    "                                traced profile_cudagraph_memory's, when the\n"
+    "                                environment applies it)\n"
+    "  --server-version X.Y.Z        the server's release: chooses its code path\n"
+    "  --block-size N                vLLM: tokens per KV block (else the command\n"
+    "                                line's, else 16)\n"
+    "  --num-layers N                vLLM: attention layers holding a KV cache\n"
+    "  --block-bytes BYTES           vLLM: one layer's bytes per block (page size)\n"
+    "  --max-model-len N             vLLM: for its one-request check (else the\n"
+    "                                command line's)\n" CLI_FILTER_HELP CLI_FORMAT_HELP
+        CLI_HELP_HELP "\n"
     "--rank, --pid, --host and --gpu list those ranks (and the jobs they are in);\n"
     "a job's arithmetic stays over all its ranks.\n"
     "Tables for --csv: ranks (one row per rank), jobs (one row per job).\n"
@@ -302,9 +314,7 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
         {"weight burst", TABLE_RIGHT, 0},
     };
     struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
-    if (vllm) {
-        /* same columns; S0 and S1 are vLLM's names for pre and post */
-    }
+    (void)vllm; /* same columns; S0 and S1 are vLLM's names for pre and post */
     char buf[UNITS_BUF];
     for (size_t k = 0; k < g->nranks; k++) {
         const struct budget_rank *rk = &g->ranks[k];
@@ -319,6 +329,15 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
         free(gpu);
         if (!rk->analysed) {
             for (int i = 0; i < 7; i++)
+                table_cell(t, NULL);
+            continue;
+        }
+        if (rk->s0_only) { /* vLLM: the worker stopped after S0 */
+            const struct gm_event *s0 = &p->events[rk->pre];
+            table_cellf(t, "%" PRId64, s0->seq);
+            table_cell(t, format_offset(buf, sizeof(buf), at_ns(p, s0->t_ns)));
+            table_cell(t, format_bytes(buf, sizeof(buf), (uint64_t)rk->pre_free));
+            for (int i = 0; i < 4; i++)
                 table_cell(t, NULL);
             continue;
         }
@@ -348,44 +367,6 @@ static void print_ranks_table(const struct budget_analysis *r, const struct budg
         free(texts[k]);
     free(texts);
     free(procs);
-}
-
-static void print_decomposition(const struct budget_analysis *r, const struct budget_job *g,
-                                FILE *out)
-{
-    const struct gm_model *m = r->m;
-    const struct budget_rank *rk = &g->ranks[g->post_rank];
-    char who[64], buf[UNITS_BUF], cost[UNITS_BUF];
-    gm_process_name(who, sizeof(who), &m->procs[rk->proc]);
-    fprintf(out, "\n  What took rest on %s (the smallest post), ranked by cost:\n", who);
-    static const struct table_column cols[] = {
-        {"part", TABLE_LEFT, 0},
-        {"when", TABLE_LEFT, 0},
-        {"bytes", TABLE_RIGHT, 0},
-        {"cost to rest", TABLE_RIGHT, 0},
-    };
-    struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
-    for (size_t i = 0; i < rk->nrows; i++) {
-        const struct budget_row *d = &rk->rows[i];
-        char *label = budget_part_label(d);
-        table_cell(t, label);
-        free(label);
-        table_cell(t, budget_part_when(d->part));
-        table_cell(t, format_bytes_signed(buf, sizeof(buf), d->bytes));
-        table_cell(
-            t, format_bytes_signed(cost, sizeof(cost), (int64_t)llround(d->cost_gib * BUDGET_GIB)));
-    }
-    table_print(t, out, 4);
-    table_free(t);
-    char *ledger =
-        xasprintf("F x total = %.6f GiB, minus these costs%s = rest of this rank "
-                  "%.6f GiB (its own numbers, before MIN and float32)",
-                  rk->ledger_budget, fabs(rk->ledger_other) > 1e-9 ? ", minus other changes" : "",
-                  rk->rest_own);
-    text_print_wrapped(out, ledger, 4);
-    free(ledger);
-    if (g->conclusion)
-        wrapped_line(out, 2, "conclusion:", g->conclusion);
 }
 
 static void print_kv(const struct budget_analysis *r, const struct budget_job *g, FILE *out)
@@ -446,101 +427,12 @@ static void print_group_text(const struct budget_analysis *r, const struct budge
         return;
     }
     if (o->framework == BUDGET_SGLANG) {
-        const struct budget_rank *pre = &g->ranks[g->pre_rank], *post = &g->ranks[g->post_rank];
-        fprintf(out, "\n  SGLang's arithmetic (free bytes%s, MIN over the ranks, in GiB):\n",
-                g->float_ranks > 1 ? " as float32" : "");
-        fprintf(out, "    pre    = %.6f GiB   (MIN %" PRIu64 " B, pid %" PRId64 ")\n", g->pre_gib,
-                g->min_pre, r->m->procs[pre->proc].pid);
-        fprintf(out, "    post   = %.6f GiB   (MIN %" PRIu64 " B, pid %" PRId64 ")\n", g->post_gib,
-                g->min_post, r->m->procs[post->proc].pid);
-        bool current = r->server.path == BUDGET_PATH_SGLANG_CURRENT;
-        if (g->mm_reserve_gib > 0)
-            fprintf(out,
-                    "    rest   = post - pre * (1 - %g) - %.6f (multimodal reserve) = %.6f GiB\n",
-                    o->fraction, g->mm_reserve_gib, g->rest);
-        else
-            fprintf(out, "    rest   = post - pre * (1 - %g) = %.6f GiB\n", o->fraction, g->rest);
-        if (current && !g->has_kv_budget)
-            fputs("    rest <= 0: _profile_available_bytes raises before counting tokens\n", out);
-        else if (current)
-            fprintf(out,
-                    "    bytes  = int(rest * 2^30) = %" PRId64 "\n    tokens = bytes // %" PRId64
-                    " = %" PRId64 "\n",
-                    g->kv_budget_bytes, g->cell_size, g->tokens_profiled);
-        else
-            fprintf(out, "    tokens = floor(rest * 2^30 / %" PRId64 ") = %" PRId64 "\n",
-                    g->cell_size, g->tokens_profiled);
-
-        if (o->max_total_tokens.has || o->page_size.value > 1) {
-            fputs("    pool   = ", out);
-            if (o->max_total_tokens.has)
-                fprintf(out, "min(tokens, %" PRId64 ")", o->max_total_tokens.value);
-            else
-                fputs("tokens", out);
-            fprintf(out, " // %" PRId64 " * %" PRId64 " = %" PRId64 " tokens\n", o->page_size.value,
-                    o->page_size.value, g->tokens);
-        }
-        fprintf(out, "  verdict: %s\n", g->verdict);
-        if (g->error_type)
-            fprintf(out, "  (raised by SGLang as a %s)\n", g->error_type);
-        wrapped_line(out, 2, "cell size:", g->cell_why);
-        if (g->has_f_min)
-            fprintf(out, "  smallest --mem-fraction-static that fits: %.3f (exactly %.6f)\n",
-                    g->f_min_rounded, g->f_min);
-        else
-            fputs("  no --mem-fraction-static up to 1 fits\n", out);
-        print_decomposition(r, g, out);
+        budget_sglang_print_job(r, g, out);
         print_kv(r, g, out);
         return;
     }
-    char a[UNITS_BUF], b[UNITS_BUF], c[UNITS_BUF], d[UNITS_BUF], e[UNITS_BUF], f[UNITS_BUF];
-    fprintf(out, "\n  vLLM's arithmetic per rank (S0 = pre, S1 = post; U = %g):\n", o->util);
-    for (size_t k = 0; k < g->nranks; k++) {
-        const struct budget_rank *rk = &g->ranks[k];
-        if (!rk->analysed || !rank_listed(rk))
-            continue;
-        char who[64];
-        gm_process_name(who, sizeof(who), &r->m->procs[rk->proc]);
-        char graphs[UNITS_BUF + 16] = "";
-        if (o->graph_estimate)
-            snprintf(graphs, sizeof(graphs), ", CUDA graphs %s",
-                     format_bytes_signed(f, sizeof(f), o->graph_estimate));
-        char *line =
-            xasprintf("%s: requested %s = total %s x U; weights %s, activation peak %s, non-torch "
-                      "increase %s%s",
-                      who, format_bytes_signed(a, sizeof(a), rk->requested),
-                      format_bytes_signed(b, sizeof(b), rk->pre_total),
-                      format_bytes_signed(c, sizeof(c), rk->weights),
-                      format_bytes_signed(d, sizeof(d), rk->peak_activation),
-                      format_bytes_signed(e, sizeof(e), rk->non_torch_increase), graphs);
-        text_print_wrapped(out, line, 4);
-        free(line);
-        fprintf(out, "      available for the KV cache: %s%s\n",
-                format_bytes_signed(a, sizeof(a), rk->available),
-                rk->early_failure ? "; free memory at S0 is below requested" : "");
-    }
-    fprintf(out, "  verdict: %s\n", g->verdict);
-    if (g->has_u_min && (!g->has_u_max || g->u_min <= g->u_max))
-        fprintf(out, "  --gpu-memory-utilization that fits: %.3f to %.3f\n", g->u_min,
-                g->has_u_max ? g->u_max : 1.0);
-    else
-        fputs("  no --gpu-memory-utilization fits\n", out);
+    budget_vllm_print_job(r, g, rank_listed, out);
     print_kv(r, g, out);
-}
-
-/* "--page-size 64 (from launcher pid 7's command line)", "(SGLang's default)", "none". */
-static void print_count_text(const char *flag, const struct budget_count *c, FILE *out)
-{
-    char source[96];
-    if (!c->has) {
-        fprintf(out, "%s none", flag);
-        return;
-    }
-    fprintf(out, "%s %" PRId64, flag, c->value);
-    if (strcmp(c->source, "cmdline") == 0)
-        fprintf(out, " (from %s)", budget_count_source_text(c, source, sizeof(source)));
-    else if (strcmp(c->source, "default") == 0)
-        fputs(" (SGLang's default)", out);
 }
 
 /* The JSON of one SGLang count: its value (null when none) and its source. */
@@ -589,35 +481,12 @@ static void print_text(const struct budget_analysis *r, FILE *out)
     fprintf(out, ", cell size %s, burst min %s\n",
             format_bytes(cell, sizeof(cell), (uint64_t)o->cell_size),
             format_bytes(burst, sizeof(burst), (uint64_t)o->burst_min));
-    if (o->framework == BUDGET_SGLANG) {
-        fputs("  ", out);
-        print_count_text("--page-size", &o->page_size, out);
-        fputs(", ", out);
-        print_count_text("--max-total-tokens", &o->max_total_tokens, out);
-        fputc('\n', out);
-        if (o->spec_algorithm[0]) {
-            char *line = xasprintf(
-                "--speculative-algorithm %s (from %s): a draft model's weights "
-                "count against rest",
-                o->spec_algorithm,
-                budget_count_source_text(
-                    &(struct budget_count){true, 0, "cmdline", o->spec_pid, o->spec_process},
-                    source, sizeof(source)));
-            text_print_wrapped(out, line, 2);
-            free(line);
-        }
-        if (o->mm_reserve_why)
-            wrapped_line(out, 2, "multimodal reserve:", o->mm_reserve_why);
-    }
-    if (o->derived.has)
-        wrapped_line(out, 2, "mem-fraction-static:", o->derived.why);
+    if (o->framework == BUDGET_SGLANG)
+        budget_sglang_print_header(r, out);
+    else
+        budget_vllm_print_header(r, out);
     if (r->server.framework_why)
         wrapped_line(out, 2, "framework from the trace:", r->server.framework_why);
-    if (r->server.path_why) {
-        char *line = xasprintf("%s (%s)", budget_path_name(r->server.path), r->server.path_why);
-        wrapped_line(out, 2, "code path replayed:", line);
-        free(line);
-    }
     for (size_t i = 0; i < r->ngroups; i++)
         if (job_listed(&r->groups[i]))
             print_group_text(r, &r->groups[i], i, out);
@@ -697,7 +566,10 @@ static void json_rank(struct json_writer *w, const struct budget_analysis *r,
         return;
     }
     json_measure(w, "pre", p, rk->pre, rk->live_pre, rk->unexpl_pre);
-    json_measure(w, "post", p, rk->post, rk->live_post, rk->unexpl_post);
+    if (rk->s0_only)
+        json_kv_null(w, "post"); /* vLLM: the worker stopped after S0 */
+    else
+        json_measure(w, "post", p, rk->post, rk->live_post, rk->unexpl_post);
     json_key(w, "made_between_live_at_post");
     json_object_begin(w);
     for (int c = 0; c < GM_GPU_CATEGORIES; c++)
@@ -735,8 +607,9 @@ static void json_rank(struct json_writer *w, const struct budget_analysis *r,
         json_kv_int(w, "runtime_at_burst_end_bytes", rk->runtime_at_burst_end);
         json_kv_int(w, "runtime_peak_bytes", rk->runtime_peak);
         json_kv_int(w, "peak_activation_bytes", rk->peak_activation);
-        json_kv_int(w, "cuda_graph_estimate_bytes", r->o->graph_estimate);
+        json_kv_int(w, "cuda_graph_estimate_bytes", rk->graph_applied);
         json_kv_int(w, "available_kv_bytes", rk->available);
+        budget_vllm_json_rank(w, rk);
     }
     json_key(w, "kv_pool");
     if (rk->has_kv) {
@@ -773,24 +646,8 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
     for (size_t i = 0; i < g->nmissing; i++)
         json_int(w, g->missing[i]);
     json_array_end(w);
-    if (o->framework == BUDGET_SGLANG && g->analysed > 0) {
-        /* the steps the path replayed adds to the older arithmetic below */
-        json_kv_double(w, "mm_reserve_gib", g->mm_reserve_gib);
-        json_kv_int(w, "cell_size", g->cell_size);
-        json_kv_string(w, "cell_size_source", g->cell_source);
-        json_kv_string(w, "cell_size_why", g->cell_why);
-        json_kv_string(w, "kv_pool_check", g->pool_check);
-        if (g->has_kv_budget)
-            json_kv_int(w, "available_bytes", g->kv_budget_bytes);
-        else
-            json_kv_null(w, "available_bytes");
-        /* the ValueError is raised before any token is counted */
-        if (g->error_type && strcmp(g->error_type, "ValueError") == 0)
-            json_kv_null(w, "tokens_profiled");
-        else
-            json_kv_int(w, "tokens_profiled", g->tokens_profiled);
-        json_kv_string(w, "error_type", g->error_type);
-    }
+    if (o->framework == BUDGET_SGLANG && g->analysed > 0)
+        budget_sglang_json_inputs(w, g);
     json_key(w, "ranks");
     json_array_begin(w);
     for (size_t k = 0; k < g->nranks; k++)
@@ -799,31 +656,9 @@ static void json_group(struct json_writer *w, const struct budget_analysis *r,
     json_array_end(w);
     bool any = g->analysed > 0;
     if (o->framework == BUDGET_SGLANG) {
-        json_kv_int(w, "float32_ranks", g->float_ranks);
-        json_kv_bool(w, "float32", g->float_ranks > 1);
-        if (any) {
-            json_kv_uint(w, "min_pre_free_bytes", g->min_pre);
-            json_kv_int(w, "min_pre_pid", r->m->procs[g->ranks[g->pre_rank].proc].pid);
-            json_kv_uint(w, "min_post_free_bytes", g->min_post);
-            json_kv_int(w, "min_post_pid", r->m->procs[g->ranks[g->post_rank].proc].pid);
-            json_kv_double(w, "pre_gib", g->pre_gib);
-            json_kv_double(w, "post_gib", g->post_gib);
-            json_kv_double(w, "rest_gib", g->rest);
-            json_kv_int(w, "tokens", g->tokens);
-            json_kv_bool(w, "fits", g->fits);
-            json_kv_string(w, "verdict", g->verdict);
-            json_kv_double(w, "f_min", g->f_min);
-            if (g->has_f_min)
-                json_kv_double(w, "f_min_rounded", g->f_min_rounded);
-            else
-                json_kv_null(w, "f_min_rounded");
-            json_kv_string(w, "conclusion", g->conclusion);
-            if (g->tokens > 0 && g->tokens <= INT64_MAX / g->cell_size)
-                json_kv_int(w, "kv_predicted_bytes", g->tokens * g->cell_size);
-            else
-                json_kv_null(w, "kv_predicted_bytes");
-        }
+        budget_sglang_json_job(w, r, g, any);
     } else if (any) {
+        budget_vllm_json_job(w, g);
         json_kv_int(w, "available_kv_bytes", g->available);
         json_kv_int(w, "available_kv_pid", r->m->procs[g->ranks[g->available_rank].proc].pid);
         json_kv_bool(w, "early_failure", g->early_failure);
@@ -865,6 +700,12 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_double(&w, "gpu_memory_utilization", o->util);
         json_kv_string(&w, "gpu_memory_utilization_source", o->util_source);
         json_kv_int(&w, "cuda_graph_estimate", o->graph_estimate);
+        json_kv_string(&w, "cuda_graph_estimate_source",
+                       o->graph_estimate_source ? o->graph_estimate_source : "trace");
+        bool current = budget_vllm_current(r);
+        json_kv_string(&w, "vllm_path", current ? "current" : "older");
+        json_kv_string(&w, "vllm_path_source", r->server.path_source);
+        json_kv_string(&w, "vllm_path_why", r->server.path_why);
     }
     if (o->source_pid)
         json_kv_int(&w, "source_pid", o->source_pid);
@@ -896,40 +737,22 @@ static void print_json(const struct budget_analysis *r, FILE *out)
         json_kv_string(&w, "multimodal_reserve", o->mm_reserve_why);
     }
     json_object_end(&w);
-    if (o->framework == BUDGET_SGLANG && o->derived.has) {
-        const struct budget_fraction_derivation *d = &o->derived;
-        json_key(&w, "mem_fraction_static_derivation");
-        json_object_begin(&w);
-        json_kv_string(&w, "rule",
-                       !d->known                   ? "constant"
-                       : d->rule == SGLANG_F_BY_TP ? "tp_size"
-                                                   : "reserve");
-        json_kv_double(&w, "gpu_mem_mib", d->gpu_mem_mib);
-        json_kv_int(&w, "tp_size", d->tp_size);
-        json_kv_double(&w, "reserved_mib", d->reserve.total);
-        json_key(&w, "terms_mib");
-        json_object_begin(&w);
-        json_kv_double(&w, "base", d->reserve.base);
-        json_kv_double(&w, "activation", d->reserve.activation);
-        json_kv_double(&w, "cuda_graph", d->reserve.cuda_graph);
-        json_kv_double(&w, "parallel", d->reserve.parallel);
-        json_kv_double(&w, "dp_attention", d->reserve.dp_attention);
-        json_kv_double(&w, "piecewise", d->reserve.piecewise);
-        json_kv_double(&w, "floor", d->reserve.floor_applied);
-        json_kv_double(&w, "speculative", d->reserve.speculative);
-        json_object_end(&w);
-        json_kv_int(&w, "chunked_prefill_size", d->reserve.chunked_prefill_size);
-        json_kv_int(&w, "cuda_graph_max_bs", d->reserve.cuda_graph_max_bs);
-        json_kv_string(&w, "defaulted", d->defaulted);
-        json_kv_string(&w, "why", d->why);
-        json_object_end(&w);
-    }
+    if (o->framework == BUDGET_SGLANG && o->derived.has)
+        budget_sglang_json_derivation(&w, &o->derived);
     if (o->framework == BUDGET_SGLANG) {
         /* Beside "parameters", whose members the reports' readers know. */
         json_key(&w, "pool");
         json_object_begin(&w);
         print_count_json(&w, "page_size", &o->page_size);
         print_count_json(&w, "max_total_tokens", &o->max_total_tokens);
+        json_object_end(&w);
+    } else {
+        json_key(&w, "kv_cache");
+        json_object_begin(&w);
+        print_count_json(&w, "block_size", &o->block_size);
+        print_count_json(&w, "num_layers", &o->num_layers);
+        print_count_json(&w, "block_bytes", &o->block_bytes);
+        print_count_json(&w, "max_model_len", &o->max_model_len);
         json_object_end(&w);
     }
     json_key(&w, "jobs");

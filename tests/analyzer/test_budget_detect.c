@@ -7,6 +7,7 @@
  * against the same formula run by CPython (tests/progs/sglang_fraction.py).
  */
 #include "analysis/budget_detect.h"
+#include "analysis/budget_version.h"
 #include "model/gpumodel.h"
 #include "model/traceset.h"
 #include "replay/sglang_fraction.h"

@@ -11,6 +11,7 @@
 /* The model-based reports' suites (test_timeline.c, test_budget.c). */
 Suite *timeline_suite(void);
 Suite *budget_suite(void);
+Suite *budget_vllm_suite(void);     /* test_budget_vllm.c */
 Suite *diff_suite(void);            /* test_diff.c */
 Suite *stacks_merge_suite(void);    /* test_stacks_merge.c */
 Suite *readonly_suite(void);        /* test_readonly.c */
@@ -49,6 +50,7 @@ int main(void)
     srunner_add_suite(runner, timeline_suite());
     srunner_add_suite(runner, budget_suite());
     srunner_add_suite(runner, budget_detect_suite());
+    srunner_add_suite(runner, budget_vllm_suite());
     srunner_add_suite(runner, diff_suite());
     srunner_add_suite(runner, stacks_merge_suite());
     srunner_add_suite(runner, readonly_suite());

@@ -16,6 +16,7 @@ int main(void)
     srunner_add_suite(sr, diff_suite());
     srunner_add_suite(sr, run_suite());
     srunner_add_suite(sr, budget_names_suite());
+    srunner_add_suite(sr, budget_vllm_suite());
     srunner_add_suite(sr, pyframes_suite());
     srunner_add_suite(sr, security_suite());
     srunner_add_suite(sr, creation_kill_suite());

@@ -24,6 +24,8 @@
  * entered (ranks killed inside blocking NCCL calls: calls that never returned).
  * budget_paths (each SGLang code path replayed as the server computed it,
  * by tests/progs/sglang_sim.py's simulated start-ups).
+ * budget_vllm (vLLM's start-up on each code path, simulated, against
+ * `cutrace budget --json`).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -39,6 +41,7 @@ Suite *stacks_suite(void);
 Suite *diff_suite(void);
 Suite *run_suite(void);
 Suite *budget_names_suite(void);
+Suite *budget_vllm_suite(void);
 Suite *pyframes_suite(void);
 Suite *security_suite(void);
 Suite *creation_kill_suite(void);
