@@ -368,7 +368,8 @@ static void *writer_main(void *arg)
             w->end_state = NULL;
         }
         pthread_mutex_unlock(&w->mu);
-        bool gone = trace_file_gone(w, end_state != NULL);
+        /* A commit that failed may have failed for a removed file: say that. */
+        bool gone = trace_file_gone(w, end_state != NULL || n < 0);
         if (n >= 0 && !gone && end_state && finish_store(w, end_state, exit_status) != 0)
             n = -1;
         pthread_mutex_unlock(&w->work_mu);
@@ -378,7 +379,7 @@ static void *writer_main(void *arg)
             pthread_mutex_unlock(&w->mu);
         }
         if (n < 0 || gone) {
-            die(w, (n < 0 && w->store) ? ct_store_error(w->store) : w->last_error);
+            die(w, (n < 0 && !gone && w->store) ? ct_store_error(w->store) : w->last_error);
             free(learned->objects);
             free(learned);
             return NULL;

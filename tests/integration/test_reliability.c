@@ -382,6 +382,37 @@ START_TEST(test_file_size_limit_changes_nothing_and_trace_says_where_it_stops)
 }
 END_TEST
 
+/* Until the trace is made: its schema (the `events` table) and its
+ * crash-safe ring. A fixed sleep was too short on a loaded machine, and the
+ * meddling then hit a trace still being created (other warnings than the
+ * one tested). */
+static void wait_for_schema(struct world *w)
+{
+    for (int i = 0; i < 2000; i++) {
+        char **files;
+        size_t n = list_traces(w, &files);
+        int64_t tables = 0;
+        if (n > 0) {
+            sqlite3 *db = NULL;
+            if (sqlite3_open_v2(files[0], &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+                sqlite3_stmt *st = NULL;
+                if (sqlite3_prepare_v2(db,
+                                       "SELECT count(*) FROM sqlite_master WHERE name = 'events'",
+                                       -1, &st, NULL) == SQLITE_OK &&
+                    sqlite3_step(st) == SQLITE_ROW)
+                    tables = sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+            }
+            sqlite3_close(db);
+        }
+        free_list(files, n);
+        if (tables > 0 && count_rings(w) > 0)
+            return;
+        sleep_ms(5);
+    }
+    ck_abort_msg("the trace's schema and ring never appeared");
+}
+
 /* Runs rt_pause traced; once its trace exists, `meddle` acts, then the program goes on. */
 static struct run pause_and_meddle(struct world *w, void (*meddle)(struct world *, void *),
                                    void *arg)
@@ -391,7 +422,7 @@ static struct run pause_and_meddle(struct world *w, void (*meddle)(struct world 
     const char *argv[] = {build_path("progs/rt_pause"), go, "50", NULL};
     struct running p = start_prog(w, true, argv);
     wait_for_trace_file(w);
-    sleep_ms(100); /* the writer has created the schema */
+    wait_for_schema(w);
     meddle(w, arg);
     FILE *f = fopen(go, "w");
     fclose(f);
@@ -412,9 +443,9 @@ START_TEST(test_removed_trace_dir_warns_once_and_changes_nothing)
     struct run r = pause_and_meddle(&w, remove_trace_dir, NULL);
     ck_assert_int_eq(r.status, 0);
     ck_assert_str_eq(r.out, "done after 50 more pairs\n");
-    ck_assert_uint_eq(count_lines(r.err), 1);
+    ck_assert_msg(count_lines(r.err) == 1, "stderr:\n%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "cutrace: "));
-    ck_assert_ptr_nonnull(strstr(r.err, "removed"));
+    ck_assert_msg(strstr(r.err, "removed") != NULL, "stderr:\n%s", r.err);
     run_free(&r);
     world_free(&w);
 }
@@ -425,6 +456,8 @@ static void lock_trace(struct world *w, void *arg)
     char **files;
     ck_assert_uint_eq(list_traces(w, &files), 1);
     sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READWRITE);
+    /* the writer may be inside its first commits still: wait for it */
+    sqlite3_busy_timeout(db, 10000);
     ck_assert_int_eq(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     *(sqlite3 **)arg = db;
     free_list(files, 1);
