@@ -90,6 +90,25 @@ int ct_store_commit(struct ct_store *st);
  * trace without those tables, is dropped.
  */
 int ct_store_insert(struct ct_store *st, const struct ct_record *rec);
+/*
+ * From now on ct_store_insert holds event records and inserts them many rows
+ * per statement (a fifth fewer instructions per record): they are in the
+ * database only once ct_store_commit returned, and an insert's error may be
+ * reported by a later insert or by the commit. For the writer, which commits
+ * every few hundred records anyway; recovery, which counts the rows each
+ * insert adds, does not use it. A trace older than format 6 stays one row at
+ * a time.
+ */
+int ct_store_batch_events(struct ct_store *st);
+/*
+ * From now on a commit never checkpoints (SQLite's auto-checkpoint would,
+ * inside COMMIT, with two fsyncs that took up to 0.4 s on a busy disk);
+ * ct_store_checkpoint_if_due does it, once the WAL has grown as far as
+ * SQLite's default lets it, when the caller chooses: the writer, after it
+ * has handed the committed records' ring slots back.
+ */
+void ct_store_defer_checkpoints(struct ct_store *st);
+int ct_store_checkpoint_if_due(struct ct_store *st);
 /* Folds the WAL into the main file so a reader needs nothing else. */
 int ct_store_checkpoint(struct ct_store *st);
 /*

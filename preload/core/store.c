@@ -32,6 +32,11 @@
 #endif
 
 #define CT_STORE_BUSY_MS 2000
+/* Rows per batched INSERT: one statement run, cursor and VDBE setup shared
+ * by that many rows (about a fifth of an insert's instructions; 32 and 64
+ * rows save the same, 16 a little less: writer19.md). */
+#define CT_STORE_BATCH  32
+#define CT_EVENT_PARAMS 26 /* bound values per events row (EVENT_INSERT_SQL) */
 
 struct ct_store {
     sqlite3 *db;
@@ -41,6 +46,15 @@ struct ct_store {
      * statements are then NULL, and frames are stored as format 4 had them. */
     sqlite3_stmt *insert_frame, *insert_code;
     sqlite3_stmt *insert_lines, *append_lines, *find_lines, *set_meta;
+    sqlite3_stmt *begin, *commit; /* prepared once: the writer commits every few hundred records */
+    /* Batched event inserts (ct_store_batch_events): records held until
+     * CT_STORE_BATCH of them go in with one statement of that many rows. */
+    sqlite3_stmt *insert_many;
+    bool batching;
+    bool checkpoints_deferred; /* ct_store_defer_checkpoints: the wal hook only counts */
+    int wal_frames;            /* frames in the WAL after the last commit */
+    unsigned pending_n;
+    struct ct_record pending[CT_STORE_BATCH];
     bool no_stack_tables;        /* an older trace: auxiliary records are dropped */
     bool format4_frames;         /* stack_frames has no instr and entry columns */
     bool checkpoint_each_commit; /* sealed, but still in WAL mode (see above) */
@@ -185,6 +199,9 @@ void ct_store_close(struct ct_store *st)
     sqlite3_finalize(st->append_lines);
     sqlite3_finalize(st->find_lines);
     sqlite3_finalize(st->set_meta);
+    sqlite3_finalize(st->begin);
+    sqlite3_finalize(st->commit);
+    sqlite3_finalize(st->insert_many);
     sqlite3_close(st->db);
     free(st);
 }
@@ -357,14 +374,32 @@ int ct_store_write_object(struct ct_store *st, const char *path, const char *bui
     return step_done(st, s, "write loaded module");
 }
 
+static int flush_pending(struct ct_store *st);
+static bool busy(int rc);
+
+/* BEGIN and COMMIT as kept statements: sqlite3_exec would parse them at
+ * every commit, which the writer makes every CT_COMMIT_STEP records. */
+static int step_kept(struct ct_store *st, sqlite3_stmt **s, const char *sql, const char *what)
+{
+    int rc =
+        *s ? SQLITE_OK : sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(*s);
+        sqlite3_reset(*s);
+    }
+    return rc == SQLITE_DONE ? 0 : fail(st, rc, what);
+}
+
 int ct_store_begin(struct ct_store *st)
 {
-    return exec_sql(st, "BEGIN", "begin");
+    return step_kept(st, &st->begin, "BEGIN", "begin");
 }
 
 int ct_store_commit(struct ct_store *st)
 {
-    int rc = exec_sql(st, "COMMIT", "commit");
+    int rc = flush_pending(st);
+    if (!rc)
+        rc = step_kept(st, &st->commit, "COMMIT", "commit");
     /* The transaction is durable in the WAL already: a checkpoint a reader
      * holds back only leaves part of it there, as before the seal. */
     if (!rc && st->checkpoint_each_commit)
@@ -555,12 +590,10 @@ static int insert_aux(struct ct_store *st, const struct ct_record *r)
     return 0;
 }
 
-int ct_store_insert(struct ct_store *st, const struct ct_record *r)
+/* Binds *r as the events row whose first parameter is `col`; returns the next one. */
+static int bind_event(struct ct_store *st, sqlite3_stmt *s, int col, const struct ct_record *r)
 {
-    if (ct_record_is_aux(r))
-        return insert_aux(st, r);
-    sqlite3_stmt *s = st->insert_event;
-    assert(s && r->seq > 0);
+    assert(r->seq > 0);
     /* In the column order of EVENT_INSERT_SQL. */
     int64_t head[] = {
         ct_u64_to_sql(r->seq),
@@ -578,24 +611,112 @@ int ct_store_insert(struct ct_store *st, const struct ct_record *r)
         ct_u64_to_sql(r->flags),
         ct_u64_to_sql(r->stream),
     };
-    int col = 1;
     for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
         sqlite3_bind_int64(s, col++, head[i]);
     for (int i = 0; i < CT_RECORD_ARGS; i++)
         sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->arg[i]));
     sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->caller));
     sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->stack_id));
+    /* Static: the record outlives the statement's step (the caller's, or pending[]). */
     if (r->has_handle)
-        sqlite3_bind_blob(s, col, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
+        sqlite3_bind_blob(s, col++, r->handle, CT_IPC_HANDLE_BYTES, SQLITE_STATIC);
     else
-        sqlite3_bind_null(s, col);
+        sqlite3_bind_null(s, col++);
     /* Rings before 6 leave it 0: the call's effect is then placed at its seq. */
     if (!st->no_ret_seq)
-        sqlite3_bind_int64(s, ++col, ct_u64_to_sql(r->ret_seq > r->seq ? r->ret_seq : r->seq));
-    assert(col == sqlite3_bind_parameter_count(s));
-    int rc = sqlite3_step(s);
-    sqlite3_reset(s);
-    return rc == SQLITE_DONE ? 0 : fail(st, rc, "insert event");
+        sqlite3_bind_int64(s, col++, ct_u64_to_sql(r->ret_seq > r->seq ? r->ret_seq : r->seq));
+    return col;
+}
+
+static int insert_one(struct ct_store *st, const struct ct_record *r)
+{
+    sqlite3_stmt *s = st->insert_event;
+    assert(s);
+    int col = bind_event(st, s, 1, r);
+    assert(col - 1 == sqlite3_bind_parameter_count(s));
+    (void)col;
+    return step_reset(st, s, "insert event");
+}
+
+/* The pending records, CT_STORE_BATCH rows at once or one by one for fewer. */
+static int flush_pending(struct ct_store *st)
+{
+    unsigned n = st->pending_n;
+    st->pending_n = 0;
+    if (n < CT_STORE_BATCH) {
+        for (unsigned i = 0; i < n; i++) {
+            int rc = insert_one(st, &st->pending[i]);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    sqlite3_stmt *s = st->insert_many;
+    int col = 1;
+    for (unsigned i = 0; i < n; i++)
+        col = bind_event(st, s, col, &st->pending[i]);
+    assert(col - 1 == sqlite3_bind_parameter_count(s));
+    return step_reset(st, s, "insert events");
+}
+
+/* SQLite's own auto-checkpoint threshold, in WAL frames (pages). */
+#define CT_STORE_CHECKPOINT_FRAMES 1000
+
+static int count_wal_frames(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)db;
+    (void)name;
+    struct ct_store *st = arg;
+    st->wal_frames = frames;
+    return SQLITE_OK;
+}
+
+void ct_store_defer_checkpoints(struct ct_store *st)
+{
+    /* Replaces the auto-checkpoint, which SQLite runs inside COMMIT. */
+    sqlite3_wal_hook(st->db, count_wal_frames, st);
+    st->checkpoints_deferred = true;
+}
+
+int ct_store_checkpoint_if_due(struct ct_store *st)
+{
+    if (!st->checkpoints_deferred || st->wal_frames < CT_STORE_CHECKPOINT_FRAMES)
+        return 0;
+    st->wal_frames = 0;
+    /* PASSIVE, as the auto-checkpoint: a reader holding the WAL only
+     * leaves part of it there for the next one. */
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return rc == SQLITE_OK || busy(rc) ? 0 : fail(st, rc, "checkpoint");
+}
+
+int ct_store_batch_events(struct ct_store *st)
+{
+    if (st->batching || st->no_ret_seq)
+        return 0; /* an older trace: one row at a time, as it always was */
+    /* EVENT_INSERT_SQL with CT_STORE_BATCH rows of values. */
+    static const char row[] = "(" EVENT_INSERT_VALUES ",?)";
+    char sql[sizeof EVENT_INSERT_HEAD + 32 + CT_STORE_BATCH * sizeof row];
+    int len = snprintf(sql, sizeof sql, "%s, ret_seq) VALUES", EVENT_INSERT_HEAD);
+    for (unsigned i = 0; i < CT_STORE_BATCH; i++)
+        len += snprintf(sql + len, sizeof sql - (size_t)len, "%s%s", i ? "," : "", row);
+    assert((size_t)len < sizeof sql);
+    int rc = prepare_kept(st, sql, &st->insert_many);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "prepare batched insert");
+    assert(sqlite3_bind_parameter_count(st->insert_many) == CT_STORE_BATCH * CT_EVENT_PARAMS);
+    st->batching = true;
+    return 0;
+}
+
+int ct_store_insert(struct ct_store *st, const struct ct_record *r)
+{
+    if (ct_record_is_aux(r))
+        return insert_aux(st, r);
+    if (!st->batching)
+        return insert_one(st, r);
+    assert(r->seq > 0 && st->pending_n < CT_STORE_BATCH);
+    memcpy(&st->pending[st->pending_n++], r, sizeof *r);
+    return st->pending_n == CT_STORE_BATCH ? flush_pending(st) : 0;
 }
 
 int ct_store_checkpoint(struct ct_store *st)

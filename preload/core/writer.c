@@ -34,8 +34,14 @@
 #include "thread.h"
 #include "warn.h"
 
-#define CT_MAX_DEVICES      64
-#define CT_BATCH_MAX        16384
+#define CT_MAX_DEVICES 64
+#define CT_BATCH_MAX   16384 /* records per drain round (context learned between rounds) */
+/* Records per transaction, and so per release of ring slots: small enough
+ * that a producer waiting for a full ring waits well under 1 ms, large
+ * enough that the commit's cost is shared (writer19.md has the measure). */
+#ifndef CT_COMMIT_STEP
+#define CT_COMMIT_STEP 256
+#endif
 #define CT_VERSION_RETRY_NS 1000000000ull
 
 enum { DEVICE_UNSEEN = 0, DEVICE_PENDING, DEVICE_DONE };
@@ -211,6 +217,13 @@ static bool open_trace_file(struct ct_writer *w)
 {
     char err[512];
     w->store = ct_store_open(w->cfg.db_path, err, sizeof err);
+    if (w->store)
+        ct_store_defer_checkpoints(w->store);
+    if (w->store && ct_store_batch_events(w->store)) {
+        snprintf(err, sizeof err, "%s", ct_store_error(w->store));
+        ct_store_close(w->store);
+        w->store = NULL;
+    }
     if (!w->store)
         snprintf(w->last_error, sizeof w->last_error, "%s", err);
     return w->store != NULL;
@@ -231,26 +244,29 @@ static int note_dropped(struct ct_writer *w)
     return rc;
 }
 
-/* One transaction of everything published so far; returns records written or -1. */
-static long drain_once(struct ct_writer *w)
+/*
+ * One step: a transaction of at most CT_COMMIT_STEP published records, then
+ * their slots released. Returns records written, or -1. *stop_round is set
+ * when the drain must end early (a record whose caller cannot be noted yet).
+ */
+/* Out of line: `callgrind --toggle-collect=commit_step` measures the writer's
+ * cost per record (docs/performance.md). */
+__attribute__((noinline)) static long commit_step(struct ct_writer *w, const struct ct_record *r,
+                                                  bool *stop_round)
 {
-    uint64_t start = w->cursor;
-    w->more_to_drain = false;
-    const struct ct_record *r = ct_ring_peek(w->cfg.ring, &w->cursor);
-    if (!r)
-        return 0;
+    uint64_t start = w->cursor - 1; /* r was peeked already */
     if (!w->store && !open_trace_file(w))
         return -1;
     if (ct_store_begin(w->store))
         return -1;
     long n = 0;
     uint64_t last_seq = w->last_seq;
-    for (; r; r = (n < CT_BATCH_MAX) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
+    for (; r; r = (n < CT_COMMIT_STEP) ? ct_ring_peek(w->cfg.ring, &w->cursor) : NULL) {
         if (ct_record_is_aux(r))
             note_frames(w, r);
         else if (!note_context(w, r)) {
             w->cursor--; /* not consumed: it stays published in the ring */
-            w->more_to_drain = true;
+            *stop_round = true;
             break;
         }
         if (ct_store_insert(w->store, r))
@@ -263,9 +279,37 @@ static long drain_once(struct ct_writer *w)
         return -1;
     w->last_seq = last_seq;
     assert(w->cursor - start == (uint64_t)n);
+    /* Only now, with every record of the step durable in the trace, may the
+     * slots be reused: a SIGKILL at any moment finds each record in the
+     * committed WAL or in its published slot. */
     ct_ring_release(w->cfg.ring, w->cursor);
     __atomic_store_n(&w->committed, w->cursor, __ATOMIC_RELEASE);
-    return n;
+    /* After the release: the program goes on while the checkpoint syncs. */
+    return ct_store_checkpoint_if_due(w->store) ? -1 : n;
+}
+
+/*
+ * Everything published so far, up to CT_BATCH_MAX records, in steps of
+ * CT_COMMIT_STEP: a producer waiting for a full ring gets slots back after
+ * one step (well under a millisecond), not after a whole batch. Returns
+ * records written or -1.
+ */
+static long drain_once(struct ct_writer *w)
+{
+    w->more_to_drain = false;
+    long total = 0;
+    bool stop_round = false;
+    while (total < CT_BATCH_MAX && !stop_round) {
+        const struct ct_record *r = ct_ring_peek(w->cfg.ring, &w->cursor);
+        if (!r)
+            break;
+        long n = commit_step(w, r, &stop_round);
+        if (n < 0)
+            return -1;
+        total += n;
+    }
+    w->more_to_drain = stop_round;
+    return total;
 }
 
 /*

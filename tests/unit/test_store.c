@@ -100,6 +100,56 @@ START_TEST(test_record_encoding_round_trips_every_field)
 }
 END_TEST
 
+/* The writer's batched inserts (many rows per statement) store exactly what
+ * one row at a time does, the rows of a last, partial batch included, and a
+ * repeated seq is still ignored. */
+START_TEST(test_batched_inserts_store_every_record_like_single_ones)
+{
+    struct fixture one = open_fixture(), many = open_fixture();
+    ck_assert_int_eq(ct_store_batch_events(many.st), 0);
+    ck_assert_int_eq(ct_store_begin(one.st), 0);
+    ck_assert_int_eq(ct_store_begin(many.st), 0);
+    for (uint64_t seq = 1; seq <= 75; seq++) {
+        struct ct_record r = rec(seq, seq % 2 ? CT_API_cudaMalloc : CT_API_cudaFree,
+                                 0x7f0000000000ull + seq * 4096, seq * 3, (int)(seq % 5));
+        r.parent_seq = seq / 2;
+        r.ret_seq = seq + seq % 3;
+        for (int i = 0; i < CT_RECORD_ARGS; i++)
+            r.arg[i] = seq * 10 + (uint64_t)i;
+        if (seq == 40) {
+            r.api = CT_API_cudaIpcGetMemHandle;
+            r.has_handle = 1;
+            for (int i = 0; i < CT_IPC_HANDLE_BYTES; i++)
+                r.handle[i] = (uint8_t)(i + 1);
+        }
+        ck_assert_int_eq(ct_store_insert(one.st, &r), 0);
+        ck_assert_int_eq(ct_store_insert(many.st, &r), 0);
+        if (seq == 20 || seq == 70) { /* a replay, in a batch and in the last one */
+            r.size = 1;
+            ck_assert_int_eq(ct_store_insert(one.st, &r), 0);
+            ck_assert_int_eq(ct_store_insert(many.st, &r), 0);
+        }
+    }
+    ck_assert_int_eq(ct_store_commit(one.st), 0);
+    ck_assert_int_eq(ct_store_commit(many.st), 0);
+
+    const char *q = "SELECT count(*) || ':' || total(seq * 7 + parent_seq + size + ptr % 1000003"
+                    " + result + arg0 + arg7 + ret_seq + effect_order) || ':' ||"
+                    " group_concat(api, ',') FROM calls";
+    sqlite3 *a = tsql_open(one.path, SQLITE_OPEN_READWRITE);
+    sqlite3 *b = tsql_open(many.path, SQLITE_OPEN_READWRITE);
+    ck_assert_int_eq(tsql_int(b, "SELECT count(*) FROM events"), 75);
+    ck_assert_str_eq(tsql_text(a, q), tsql_text(b, q));
+    ck_assert_str_eq(tsql_text(a, "SELECT handle_hex FROM ipc"),
+                     tsql_text(b, "SELECT handle_hex FROM ipc"));
+    ck_assert_int_eq(tsql_int(b, "SELECT size FROM events WHERE seq = 70"), 210);
+    sqlite3_close(a);
+    sqlite3_close(b);
+    close_fixture(&one);
+    close_fixture(&many);
+}
+END_TEST
+
 START_TEST(test_new_trace_has_contract_tables_and_metadata)
 {
     struct fixture f = open_fixture();
@@ -241,6 +291,7 @@ Suite *store_suite(void)
     Suite *s = suite_create("store");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_record_encoding_round_trips_every_field);
+    tcase_add_test(tc, test_batched_inserts_store_every_record_like_single_ones);
     tcase_add_test(tc, test_new_trace_has_contract_tables_and_metadata);
     tcase_add_test(tc, test_process_env_devices_and_versions);
     tcase_add_test(tc, test_allocations_view_pairs_frees_by_space_and_handles_resets);
