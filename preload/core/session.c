@@ -75,6 +75,8 @@
 /* A new trace file at its largest while it is made: the file with its
  * schema (about 90 KiB) and SQLite's 32 KiB -shm. */
 #define CT_TRACE_FILE_BYTES (128u << 10)
+/* The descriptors the writer holds on the trace file: the file, -wal, -shm. */
+#define CT_TRACE_FILE_FDS 3
 
 enum ct_state { CT_IDLE = 0, CT_ON, CT_OFF };
 
@@ -549,6 +551,30 @@ static struct ct_store *make_store(void *arg, char *err, size_t errlen)
     return st;
 }
 
+/*
+ * Whether n more descriptors can be opened now (errno says why not), asked
+ * by duplicating the trace directory's: closing a duplicate of any other
+ * (the ring's, or one of the program's) would drop the POSIX locks its
+ * process holds on that file.
+ */
+static bool descriptors_left(int n)
+{
+    int fds[8];
+    assert(n <= 8);
+    const char *self;
+    int dir = ct_tracedir_at(ct_tracedir_path(), &self);
+    if (dir < 0)
+        return false;
+    int got = 0;
+    while (got < n && (fds[got] = fcntl(dir, F_DUPFD_CLOEXEC, 0)) >= 0)
+        got++;
+    int err = errno;
+    for (int i = 0; i < got; i++)
+        close(fds[i]);
+    errno = err;
+    return got == n;
+}
+
 /* The ring, published but not to be used: no record was pushed into it. */
 static void abandon_ring(void)
 {
@@ -603,6 +629,18 @@ static bool start_trace(void)
     else if (ring != RING_MAPPED)
         remove_db(files->db_tmp_path);
     if (ring != RING_MAPPED) {
+        pending_free(p);
+        return false;
+    }
+    /* The trace file is the writer's to make, after this call returns: the
+     * descriptors it will hold must be there now, or the program's last
+     * ones (a tiny RLIMIT_NOFILE) would be taken from it for a trace that
+     * cannot be written. */
+    if (!descriptors_left(CT_TRACE_FILE_FDS)) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     strerror(errno));
+        abandon_ring();
+        remove_db(files->db_tmp_path);
         pending_free(p);
         return false;
     }
