@@ -59,11 +59,11 @@ struct ct_store *ct_store_create(const char *path, char *err, size_t errlen);
 /*
  * The same for a file no reader opens before it is renamed into place (a
  * process's hidden .db.tmp, thrown away whole if the process dies while it
- * is made): written without a journal, straight into the file (never twice
- * its size, as through a WAL), the schema without a sync; the caller's next
- * commit syncs the file once (8 fdatasync before). Once the file is in
- * place, ct_store_finish_private switches it to WAL, as ct_store_create
- * leaves a file (one more sync).
+ * is made): written without a journal and without a sync, straight into
+ * the file (never twice its size, as through a WAL). Once the file is in
+ * place, ct_store_finish_private switches it to WAL with
+ * synchronous=NORMAL, as ct_store_create leaves a file: that is the one
+ * sync of its making (8 fdatasync before).
  */
 struct ct_store *ct_store_create_private(const char *path, char *err, size_t errlen);
 int ct_store_finish_private(struct ct_store *st);

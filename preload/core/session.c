@@ -72,11 +72,8 @@
  * program making more calls than that before the writer has formatted the
  * rest waits for it as for a full ring. */
 #define CT_RING_READY_SLOTS 1024
-/* A new trace file at its largest while it is made: the file with its
- * schema (about 90 KiB) and SQLite's 32 KiB -shm. */
-#define CT_TRACE_FILE_BYTES (128u << 10)
-/* The descriptors the writer holds on the trace file: the file, -wal, -shm. */
-#define CT_TRACE_FILE_FDS 3
+/* The descriptors the writer adds to the trace file's, which the first call holds: -wal, -shm. */
+#define CT_TRACE_FILE_FDS 2
 
 enum ct_state { CT_IDLE = 0, CT_ON, CT_OFF };
 
@@ -113,13 +110,14 @@ static struct {
     uint64_t start_drops; /* atomic: records dropped before the ring existed */
     uint64_t *owner;      /* MADV_WIPEONFORK word; NULL where the kernel has none */
     int exit_status;      /* atomic: 1 + the status given to exit(), 0 unknown */
-    /* What the writer makes the trace file from, at its start (make_store):
-     * set before it starts, freed by it; a forked child abandons it. */
+    /* What the first call made and the writer takes over at its start
+     * (make_store); a forked child abandons it. */
     struct pending_trace {
         struct ct_tracefile files;
         struct ct_process_info proc;
         struct ct_env_capture env;
-        uint64_t ring_ready; /* slots ct_ring_format_start made */
+        struct ct_store *store; /* the trace file, made by the first call */
+        uint64_t ring_ready;    /* slots ct_ring_format_start made */
     } pending;
 } S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
 
@@ -350,18 +348,13 @@ static enum ring_outcome map_ring(const struct ct_tracefile *files, const char *
         budget = fsize.rlim_cur / 2;
     /* And to half the room left on its file system: the other half is the
      * database's, so that a nearly full disk still gets calls committed. */
-    /* The trace file is made after the ring (by the writer): what making it
-     * takes is set aside first, as when it was made before the ring. */
     const char *self, *limit = "file size limit";
     int dir = ct_tracedir_at(ct_tracedir_path(), &self);
     struct statvfs fs;
-    if (dir >= 0 && fstatvfs(dir, &fs) == 0 && fs.f_frsize > 0) {
-        uint64_t reserve = CT_TRACE_FILE_BYTES / fs.f_frsize;
-        uint64_t room = fs.f_bavail > reserve ? fs.f_bavail - reserve : 0;
-        if (room / 2 < budget / fs.f_frsize) {
-            budget = (size_t)(room / 2) * fs.f_frsize;
-            limit = strerror(ENOSPC);
-        }
+    if (dir >= 0 && fstatvfs(dir, &fs) == 0 && fs.f_frsize > 0 &&
+        fs.f_bavail / 2 < budget / fs.f_frsize) {
+        budget = (size_t)(fs.f_bavail / 2) * fs.f_frsize;
+        limit = strerror(ENOSPC);
     }
     while (capacity > CT_MIN_SLOTS && ct_ring_bytes(capacity) > budget)
         capacity /= 2;
@@ -421,10 +414,6 @@ static void remove_db(const char *path)
     ct_tracefile_remove(side);
 }
 
-static struct ct_store *make_trace_file(const struct ct_tracefile *files,
-                                        const struct ct_process_info *proc,
-                                        const struct ct_env_capture *env, char *err, size_t errlen);
-
 /*
  * Not even the smallest ring fits: the disk (or the file-size limit) is full
  * right after the trace was made, and the writer would stop at its first
@@ -433,25 +422,20 @@ static struct ct_store *make_trace_file(const struct ct_tracefile *files,
  * writer that stops says it), and the process is not traced; where even
  * that cannot be written, there is no trace.
  */
-static void stop_for_lack_of_room(const struct ct_tracefile *files, const char *why)
+static void stop_for_lack_of_room(const struct ct_tracefile *files, struct ct_store *st,
+                                  const char *why)
 {
-    char err[512], reason[256];
+    char reason[256];
     snprintf(reason, sizeof reason, "no room for the crash buffer (%s)", why);
-    struct ct_process_info *proc = &S.pending.proc;
-    proc->nancestors = ct_ancestry_walk("/proc", proc->ppid, proc->ancestors, CT_ANCESTORS_MAX);
-    struct ct_store *st = make_trace_file(files, proc, &S.pending.env, err, sizeof err);
-    if (!st) {
-        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
-                     err);
-        return;
-    }
-    int rc = st ? ct_store_begin(st) : -1;
+    int rc = ct_store_begin(st);
     if (!rc)
         rc = ct_store_set_meta_text(st, "writer_error", reason);
     if (!rc)
         rc = ct_store_set_meta_int(st, "writer_stopped_after", 0);
     if (!rc)
         rc = ct_store_commit(st);
+    if (!rc)
+        rc = ct_store_finish_private(st);
     if (!rc)
         rc = ct_store_seal(st);
     ct_store_close(st);
@@ -499,7 +483,8 @@ static struct ct_store *make_trace_file(const struct ct_tracefile *files,
     if (!rc)
         rc = ct_store_set_meta_text(st, "crash_buffer",
                                     ring_name ? ring_name + 1 : files->ring_path);
-    /* The file's one sync before it is published: whole on disk too. */
+    /* No sync: a killed process's page cache survives it; the file's one
+     * sync is the writer's, when it switches the file to WAL (make_store). */
     if (!rc)
         rc = ct_store_commit(st);
     if (rc)
@@ -507,13 +492,6 @@ static struct ct_store *make_trace_file(const struct ct_tracefile *files,
     if (!rc && ct_tracefile_publish(files->db_tmp_path, files->db_path) != 0) {
         snprintf(err, errlen, "%s: %s", files->db_name, strerror(errno));
         rc = -1;
-    }
-    /* In place: its -wal and -shm are made beside it, under its name. */
-    if (!rc && ct_store_finish_private(st) != 0) {
-        snprintf(err, errlen, "%s", ct_store_error(st));
-        ct_store_close(st);
-        remove_db(files->db_path);
-        return NULL;
     }
     if (rc) {
         ct_store_close(st);
@@ -525,6 +503,7 @@ static struct ct_store *make_trace_file(const struct ct_tracefile *files,
 
 static void pending_free(struct pending_trace *p)
 {
+    ct_store_close(p->store);
     ct_env_capture_free(&p->env);
     ct_procinfo_free(&p->proc);
     ct_ancestry_free(p->proc.ancestors, p->proc.nancestors);
@@ -533,20 +512,23 @@ static void pending_free(struct pending_trace *p)
 
 /*
  * The writer's first job (ct_writer_config.make_store), under its work lock:
- * the rest of the ring, then the trace file, which the first call no longer
- * waits for. Its records wait in the ring meanwhile, which is already the
- * crash buffer: a process killed now leaves a ring that `cutrace recover`
- * folds into a trace made from the ring's header (its own .db.tmp is then a
- * leftover, removed). On failure the writer stops (and says why in the ring).
+ * the rest of the ring, then the trace file the first call made is switched
+ * to WAL (its -wal and -shm made beside it, under its final name, and the
+ * file's one sync) and kept as the writer's connection: its schema is
+ * parsed once. On failure the writer stops (and says why in the ring).
  */
 static struct ct_store *make_store(void *arg, char *err, size_t errlen)
 {
     struct pending_trace *p = arg;
-    assert(p == &S.pending && S.ring.hdr);
+    assert(p == &S.pending && S.ring.hdr && p->store);
     ct_ring_format_rest(&S.ring, S.ring_fd, p->ring_ready);
-    p->proc.nancestors =
-        ct_ancestry_walk("/proc", p->proc.ppid, p->proc.ancestors, CT_ANCESTORS_MAX);
-    struct ct_store *st = make_trace_file(&p->files, &p->proc, &p->env, err, errlen);
+    struct ct_store *st = p->store;
+    p->store = NULL;
+    if (ct_store_finish_private(st) != 0) {
+        snprintf(err, errlen, "%s", ct_store_error(st));
+        ct_store_close(st);
+        st = NULL;
+    }
     pending_free(p);
     return st;
 }
@@ -590,13 +572,14 @@ static void abandon_ring(void)
 }
 
 /*
- * The trace's names, its ring and its writer. This is the process's first
- * CUDA event, never the steady state; start_mu is held, so fork() waits for
- * it. Runs on a signal-free thread (start_locked). Only what the first
- * record needs to be crash-safe is done here: the names reserved (the empty
- * .db.tmp), the ring reserved, locked, its header and first slots formatted
- * and published. The trace file (SQLite: schema, process, environment) is
- * the writer's first job, so the record waits in the ring for it.
+ * The trace's files and writer. This is the process's first CUDA event,
+ * never the steady state; start_mu is held, so fork() waits for it. Runs on
+ * a signal-free thread (start_locked). The trace file is made whole here,
+ * so that a process killed right after its first call leaves its process
+ * row and environment and not only its records, but with no journal, no
+ * sync and no second parse of its schema; the ring is written with pwrite,
+ * only its header and first slots. The rest of both is the writer's first
+ * job (make_store).
  */
 static bool start_trace(void)
 {
@@ -608,6 +591,8 @@ static bool start_trace(void)
     struct pending_trace *p = &S.pending;
     memset(p, 0, sizeof *p);
     ct_procinfo_collect(&p->proc);
+    p->proc.nancestors =
+        ct_ancestry_walk("/proc", p->proc.ppid, p->proc.ancestors, CT_ANCESTORS_MAX);
     p->proc.start_wall_ns = S.start_wall_ns;
     p->proc.start_mono_ns = S.start_mono_ns;
     struct ct_tracefile *files = &p->files;
@@ -617,31 +602,37 @@ static bool start_trace(void)
         pending_free(p);
         return false;
     }
-    /* Now, as the program's environment is at its first call. */
     if (ct_env_capture(environ, &p->env) != 0)
         p->env.count = 0;
+    char err[512];
+    p->store = make_trace_file(files, &p->proc, &p->env, err, sizeof err);
+    if (!p->store) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     err);
+        pending_free(p);
+        return false;
+    }
 
     snprintf(S.ring_path, sizeof S.ring_path, "%s", files->ring_path);
     const char *ring_why = "";
     enum ring_outcome ring = map_ring(files, &ring_why);
-    if (ring == RING_NO_ROOM)
-        stop_for_lack_of_room(files, ring_why);
-    else if (ring != RING_MAPPED)
-        remove_db(files->db_tmp_path);
+    if (ring == RING_NO_ROOM) {
+        stop_for_lack_of_room(files, p->store, ring_why);
+        p->store = NULL;
+    }
     if (ring != RING_MAPPED) {
         pending_free(p);
         return false;
     }
-    /* The trace file is the writer's to make, after this call returns: the
-     * descriptors it will hold must be there now, or the program's last
-     * ones (a tiny RLIMIT_NOFILE) would be taken from it for a trace that
-     * cannot be written. */
+    /* The writer's connection will also hold the file's -wal and -shm:
+     * without descriptors for those (a tiny RLIMIT_NOFILE), the program's
+     * last ones would be taken from it for a trace that cannot be written. */
     if (!descriptors_left(CT_TRACE_FILE_FDS)) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
                      strerror(errno));
         abandon_ring();
-        remove_db(files->db_tmp_path);
         pending_free(p);
+        remove_db(files->db_path);
         return false;
     }
 
@@ -656,12 +647,10 @@ static bool start_trace(void)
     cfg.probes.objects_changed = ct_stacks_objects_changed;
     cfg.record_objects = ct_stacks_enabled();
     cfg.interval_ms = 20;
-    char err[256];
     S.writer = ct_writer_start(&cfg, err, sizeof err);
     if (!S.writer) {
         ct_warn_once(CT_PROBLEM_WRITER, "%s; not tracing", err);
         abandon_ring();
-        remove_db(files->db_tmp_path);
         pending_free(p);
         return false;
     }

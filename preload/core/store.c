@@ -168,10 +168,6 @@ static struct ct_store *create(const char *path, bool private, char *err, size_t
     if (!st)
         return NULL;
     int rc = write_schema(st);
-    /* The caller's next commit syncs the file (in no journal mode, the
-     * file alone): the one sync a private file's making costs. */
-    if (!rc && private)
-        rc = exec_sql(st, "PRAGMA synchronous=NORMAL", "synchronous");
     if (!rc)
         rc = prepare_insert(st);
     if (rc) {
@@ -194,8 +190,11 @@ struct ct_store *ct_store_create_private(const char *path, char *err, size_t err
 
 int ct_store_finish_private(struct ct_store *st)
 {
+    /* The switch's own commit syncs the file (no journal: the file alone). */
     char mode[16] = "";
-    int rc = set_journal_mode(st, "WAL", mode, sizeof mode);
+    int rc = exec_sql(st, "PRAGMA synchronous=NORMAL", "synchronous");
+    if (!rc)
+        rc = set_journal_mode(st, "WAL", mode, sizeof mode);
     if (!rc && strcmp(mode, "wal") != 0)
         rc = fail(st, SQLITE_ERROR, "journal mode wal");
     return rc;

@@ -2,9 +2,8 @@
  * test_creation_kill.c - SIGKILL while a process is creating its trace.
  *
  * A process makes its trace files at its first CUDA call: the hidden
- * .<base>.db.tmp (empty: the names are taken), the hidden .<base>.ring.tmp,
- * then <base>.ring (before the call's record is in it); its writer thread
- * then fills .<base>.db.tmp (SQLite) and renames it <base>.db. A kill
+ * .<base>.db.tmp (SQLite, with its -wal and -shm while it is written), then
+ * <base>.db, then the hidden .<base>.ring.tmp, then <base>.ring. A kill
  * between any two of these steps leaves a state no clean run leaves, and
  * `cutrace recover` must turn every one of them into a directory with no
  * temporary file left and no trace that says `running`, every trace readable
@@ -65,23 +64,17 @@ static bool is_creation_temp(const char *name)
 
 /*
  * Waits (at most timeout_ms) for a file whose name ends in suffix to be
- * created in or moved into the watched directory, then (when `then` is not
- * NULL) for one ending in `then`; returns when the first was seen (mono_ns),
- * *then_seen when the second was (both 0 on timeout). The second may come in
- * the same read as the first. Events of other names are consumed.
+ * created in or moved into the watched directory; returns when it was seen
+ * (mono_ns), or 0 on timeout. Events of other names are consumed.
  */
-static uint64_t wait_for_files(int inotify_fd, const char *suffix, const char *then,
-                               uint64_t *then_seen, int timeout_ms)
+static uint64_t wait_for_file(int inotify_fd, const char *suffix, int timeout_ms)
 {
     uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000u;
     char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
-    uint64_t first = 0;
-    if (then_seen)
-        *then_seen = 0;
     for (;;) {
         uint64_t now = mono_ns();
         if (now >= deadline)
-            return first;
+            return 0;
         struct pollfd p = {inotify_fd, POLLIN, 0};
         if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
             continue;
@@ -89,22 +82,11 @@ static uint64_t wait_for_files(int inotify_fd, const char *suffix, const char *t
         uint64_t seen = mono_ns();
         for (ssize_t off = 0; n > 0 && off < n;) {
             const struct inotify_event *e = (const struct inotify_event *)(buf + off);
-            if (e->len && !first && has_suffix(e->name, suffix)) {
-                first = seen;
-                if (!then)
-                    return first;
-            } else if (e->len && first && has_suffix(e->name, then)) {
-                *then_seen = seen;
-                return first;
-            }
+            if (e->len && has_suffix(e->name, suffix))
+                return seen;
             off += (ssize_t)(sizeof *e + e->len);
         }
     }
-}
-
-static uint64_t wait_for_file(int inotify_fd, const char *suffix, int timeout_ms)
-{
-    return wait_for_files(inotify_fd, suffix, NULL, NULL, timeout_ms);
 }
 
 static void drain(int inotify_fd)
@@ -119,7 +101,6 @@ struct leftovers {
     int temps;      /* creation temporaries */
     int dbs, rings; /* published files */
     int dbs_without_ring;
-    int rings_without_db; /* killed before its writer published the trace file */
 };
 
 static struct leftovers survey(const char *dir)
@@ -141,11 +122,6 @@ static struct leftovers survey(const char *dir)
                 l.dbs_without_ring++;
         } else if (has_suffix(e->d_name, ".ring")) {
             l.rings++;
-            char db[4200];
-            snprintf(db, sizeof db, "%s/%.*s.db", dir, (int)(strlen(e->d_name) - 5), e->d_name);
-            struct stat st;
-            if (lstat(db, &st) != 0)
-                l.rings_without_db++;
         }
     }
     closedir(d);
@@ -199,22 +175,21 @@ START_TEST(test_sigkill_during_trace_creation_leaves_nothing_behind)
     ck_assert_int_eq(ftruncate(fd, 8), 0);
     close(fd);
 
-    /* How long creation takes here: first file to published trace file (the
-     * last step), and spawn to first file, the longest of three runs (they
-     * are killed too). */
+    /* How long creation takes here: first file to published ring, and spawn
+     * to first file, the longest of three runs (they are killed too). */
     uint64_t creation_ns = 0, startup_ns = 0;
     const char *argv[] = {build_path("progs/rt_counter"), counter, "200", NULL};
     for (int i = 0; i < 3; i++) {
         drain(inotify_fd);
         uint64_t spawned = mono_ns();
         pid_t pid = spawn_prog(&w, true, argv);
-        uint64_t made;
-        uint64_t first = wait_for_files(inotify_fd, ".db.tmp", ".db", &made, 10000);
+        uint64_t first = wait_for_file(inotify_fd, ".db.tmp", 10000);
+        uint64_t ring = first ? wait_for_file(inotify_fd, ".ring", 10000) : 0;
         kill(pid, SIGKILL);
         ck_assert_int_eq(wait_prog(pid, 30), 128 + SIGKILL);
-        ck_assert_msg(first && made, "rt_counter made no trace files");
-        if (made - first > creation_ns)
-            creation_ns = made - first;
+        ck_assert_msg(first && ring, "rt_counter made no trace files");
+        if (ring - first > creation_ns)
+            creation_ns = ring - first;
         if (first - spawned > startup_ns)
             startup_ns = first - spawned;
     }
@@ -234,7 +209,7 @@ START_TEST(test_sigkill_during_trace_creation_leaves_nothing_behind)
     struct leftovers before = survey(w.trace_dir);
     /* The test is about creation: it must have caught some (about one run in
      * three does, where creation takes a few milliseconds). */
-    ck_assert_msg(before.temps + before.dbs_without_ring + before.rings_without_db > 0,
+    ck_assert_msg(before.temps + before.dbs_without_ring > 0,
                   "seed %u: %d runs, no kill during creation (creation %llu us)", seed, runs,
                   (unsigned long long)(creation_ns / 1000));
 
@@ -247,13 +222,9 @@ START_TEST(test_sigkill_during_trace_creation_leaves_nothing_behind)
     struct leftovers after = survey(w.trace_dir);
     ck_assert_msg(after.temps == 0 && after.rings == 0,
                   "seed %u: after recover %d temporary files and %d rings remain (before: %d "
-                  "temporary, %d traces without a ring, %d rings, %d of them without a trace, "
-                  "of %d runs)",
+                  "temporary, %d traces without a ring, %d rings, of %d runs)",
                   seed, after.temps, after.rings, before.temps, before.dbs_without_ring,
-                  before.rings, before.rings_without_db, runs);
-    /* A ring whose process was killed before its trace file was published
-     * became a trace (made from its header). */
-    ck_assert_int_ge(after.dbs, before.dbs + before.rings_without_db);
+                  before.rings, runs);
     ck_assert_int_ge(after.dbs, before.dbs);
     assert_every_trace_ended(&w);
 
