@@ -48,6 +48,23 @@ struct ct_ring_owner {
 /* Formats `mem` (ct_ring_bytes(capacity), zero-filled) as an empty ring. */
 void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *owner);
 
+/*
+ * The same in two steps, so that a process's first call touches only a few
+ * pages of a file-backed ring: ct_ring_format_start writes the header, the
+ * first `ready` slots and the last one, and returns the ring valid for
+ * recovery and for producers (a producer that reaches a slot not yet
+ * formatted waits, as for a full ring); ct_ring_format_rest, on the writer
+ * thread, formats the slots in between. Marks need nothing: free is 0.
+ */
+void ct_ring_format_start(void *mem, uint64_t capacity, const struct ct_ring_owner *owner,
+                          uint64_t ready);
+/* ct_ring_format_start's part written into a ring file (fd, zero-filled,
+ * ct_ring_bytes(capacity) long) by pwrite; 0 or an errno. */
+int ct_ring_format_file(int fd, uint64_t capacity, const struct ct_ring_owner *owner,
+                        uint64_t ready);
+/* The rest, through the mapping; fd, when >= 0, is the ring's file. */
+void ct_ring_format_rest(struct ct_ring *ring, int fd, uint64_t ready);
+
 /* Post-mortem notes in the header (see struct ct_ring_header). */
 void ct_ring_note_end(struct ct_ring *ring, const char *end_state);
 void ct_ring_note_writer_failure(struct ct_ring *ring, uint64_t last_seq, const char *why);

@@ -56,6 +56,17 @@ struct ct_env_var {
 
 /* Creates the schema in `path`, an empty file the caller created safely. */
 struct ct_store *ct_store_create(const char *path, char *err, size_t errlen);
+/*
+ * The same for a file no reader opens before it is renamed into place (a
+ * process's hidden .db.tmp, thrown away whole if the process dies while it
+ * is made): written without a journal and without a sync, straight into
+ * the file (never twice its size, as through a WAL). Once the file is in
+ * place, ct_store_finish_private switches it to WAL with
+ * synchronous=NORMAL, as ct_store_create leaves a file: that is the one
+ * sync of its making (8 fdatasync before).
+ */
+struct ct_store *ct_store_create_private(const char *path, char *err, size_t errlen);
+int ct_store_finish_private(struct ct_store *st);
 /* Opens an existing trace for appending (recovery). */
 struct ct_store *ct_store_open(const char *path, char *err, size_t errlen);
 void ct_store_close(struct ct_store *st);

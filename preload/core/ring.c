@@ -29,10 +29,13 @@
 #include "cutrace/ring.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include "clock.h"
 
@@ -89,10 +92,9 @@ static void copy_text(char *dst, size_t cap, const char *src)
     memset(dst + n, 0, cap - n);
 }
 
-void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *owner)
+static void write_header(struct ct_ring_header *hdr, uint64_t capacity,
+                         const struct ct_ring_owner *owner)
 {
-    assert(capacity >= 2 && (capacity & (capacity - 1)) == 0);
-    struct ct_ring_header *hdr = mem;
     memcpy(hdr->magic, CT_RING_MAGIC, sizeof hdr->magic);
     hdr->version = CT_RING_VERSION;
     hdr->slot_size = sizeof(struct ct_slot);
@@ -105,10 +107,98 @@ void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *ow
     hdr->head = 0;
     hdr->tail = 0;
     hdr->dropped = 0;
+}
+
+void ct_ring_format_start(void *mem, uint64_t capacity, const struct ct_ring_owner *owner,
+                          uint64_t ready)
+{
+    assert(capacity >= 2 && (capacity & (capacity - 1)) == 0);
+    _Static_assert(CT_MARK_FREE == 0, "marks of a zero-filled ring must read free");
+    write_header(mem, capacity, owner);
     struct ct_slot *slots = (struct ct_slot *)((char *)mem + CT_RING_HEADER_BYTES);
-    for (uint64_t i = 0; i < capacity; i++)
+    if (ready > capacity)
+        ready = capacity;
+    for (uint64_t i = 0; i < ready; i++)
         slots[i].turn = i;
-    struct ct_mark *marks = (struct ct_mark *)(slots + capacity);
+    /* A zero turn reads as the published ticket capacity - 1 in the last slot
+     * only (scan: (turn - 1) & mask == index): that one is never left so. */
+    slots[capacity - 1].turn = capacity - 1;
+}
+
+/* All of buf at off, or an errno. */
+static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : EIO;
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+/*
+ * Through write(2), not the mapping: a write fault on a page of the file
+ * that is not in the page cache yet costs milliseconds on ext4 (measured:
+ * 9-19 ms for the first of them on a busy disk), a write of the same page
+ * tens of microseconds; the mapping then finds the pages in the cache.
+ */
+int ct_ring_format_file(int fd, uint64_t capacity, const struct ct_ring_owner *owner,
+                        uint64_t ready)
+{
+    assert(capacity >= 2 && (capacity & (capacity - 1)) == 0);
+    if (ready > capacity - 1)
+        ready = capacity - 1;
+    const size_t slot = sizeof(struct ct_slot);
+    size_t first = CT_RING_HEADER_BYTES + (size_t)ready * slot;
+    size_t marks = CT_RING_MARKS * sizeof(struct ct_mark);
+    size_t cap = first > marks + slot ? first : marks + slot;
+    char *buf = calloc(1, cap);
+    if (!buf)
+        return ENOMEM;
+    write_header((struct ct_ring_header *)buf, capacity, owner);
+    struct ct_slot *slots = (struct ct_slot *)(buf + CT_RING_HEADER_BYTES);
+    for (uint64_t i = 0; i < ready; i++)
+        slots[i].turn = i;
+    int rc = pwrite_all(fd, buf, first, 0);
+    /* The last slot (see ct_ring_format_start) and the marks, free (zero). */
+    memset(buf, 0, cap);
+    ((struct ct_slot *)buf)->turn = capacity - 1;
+    if (!rc)
+        rc = pwrite_all(fd, buf, marks + slot,
+                        (off_t)(CT_RING_HEADER_BYTES + (capacity - 1) * slot));
+    free(buf);
+    return rc;
+}
+
+void ct_ring_format_rest(struct ct_ring *ring, int fd, uint64_t ready)
+{
+    /* Zeros, as the file already holds: they bring a chunk's pages into the
+     * page cache (fd >= 0) before its turns are set, so that no write of
+     * them can land after a producer took one of its slots. Producers may
+     * be waiting on these slots already: each turn is a release store. */
+    static const struct ct_slot zeros[256];
+    uint64_t last = ring->mask; /* the last slot is formatted already */
+    for (uint64_t i = ready; i < last;) {
+        uint64_t n = last - i < 256 ? last - i : 256;
+        if (fd >= 0)
+            (void)pwrite_all(fd, zeros, n * sizeof zeros[0],
+                             (off_t)(CT_RING_HEADER_BYTES + i * sizeof zeros[0]));
+        for (uint64_t end = i + n; i < end; i++)
+            __atomic_store_n(&ring->slots[i].turn, i, __ATOMIC_RELEASE);
+    }
+}
+
+void ct_ring_format(void *mem, uint64_t capacity, const struct ct_ring_owner *owner)
+{
+    ct_ring_format_start(mem, capacity, owner, capacity);
+    struct ct_mark *marks =
+        (struct ct_mark *)((char *)mem + CT_RING_HEADER_BYTES + capacity * sizeof(struct ct_slot));
     for (unsigned i = 0; i < CT_RING_MARKS; i++)
         marks[i].state = CT_MARK_FREE;
 }

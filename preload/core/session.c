@@ -54,6 +54,7 @@
 #include "procinfo.h"
 #include "cutrace/ring.h"
 #include "sigfree.h"
+#include "sqlfiles.h"
 #include "stacks.h"
 #include "thread.h"
 #include "tracedir.h"
@@ -67,6 +68,12 @@
 #define CT_MIN_SLOTS         64
 #define CT_FLUSH_TIMEOUT_MS  3000
 #define CT_DEFAULT_DIR       "cutrace-trace"
+/* Slots formatted before the first call returns (64 pages of them): a
+ * program making more calls than that before the writer has formatted the
+ * rest waits for it as for a full ring. */
+#define CT_RING_READY_SLOTS 1024
+/* The descriptors the writer adds to the trace file's, which the first call holds: -wal, -shm. */
+#define CT_TRACE_FILE_FDS 2
 
 enum ct_state { CT_IDLE = 0, CT_ON, CT_OFF };
 
@@ -103,6 +110,15 @@ static struct {
     uint64_t start_drops; /* atomic: records dropped before the ring existed */
     uint64_t *owner;      /* MADV_WIPEONFORK word; NULL where the kernel has none */
     int exit_status;      /* atomic: 1 + the status given to exit(), 0 unknown */
+    /* What the first call made and the writer takes over at its start
+     * (make_store); a forked child abandons it. */
+    struct pending_trace {
+        struct ct_tracefile files;
+        struct ct_process_info proc;
+        struct ct_env_capture env;
+        struct ct_store *store; /* the trace file, made by the first call */
+        uint64_t ring_ready;    /* slots ct_ring_format_start made */
+    } pending;
 } S = {.start_mu = PTHREAD_MUTEX_INITIALIZER, .ring_fd = -1};
 
 static void become_child_session(void);
@@ -279,6 +295,11 @@ static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t 
     }
     void *mem = MAP_FAILED;
     int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    /* Formatted by write(2) before it is mapped (ring.c says why), and only
+     * its header, first slots, last slot and marks: the rest of the slots
+     * is the writer's first job (make_store). */
+    if (rc == 0)
+        rc = ct_ring_format_file(fd, capacity, owner, CT_RING_READY_SLOTS);
     if (rc == 0) {
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         rc = mem == MAP_FAILED ? errno : 0;
@@ -287,7 +308,7 @@ static void *file_ring(const struct ct_tracefile *files, size_t bytes, uint64_t 
     if (rc == 0 && fcntl(fd, F_SETLK, &alive) != 0)
         rc = errno;
     if (rc == 0) {
-        ct_ring_format(mem, capacity, owner);
+        S.pending.ring_ready = CT_RING_READY_SLOTS;
         if (ct_tracefile_publish(files->ring_tmp_path, files->ring_path) != 0)
             rc = errno;
     }
@@ -372,7 +393,8 @@ static enum ring_outcome map_ring(const struct ct_tracefile *files, const char *
         mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             return RING_FAILED;
-        ct_ring_format(mem, capacity, &owner);
+        ct_ring_format_start(mem, capacity, &owner, CT_RING_READY_SLOTS);
+        S.pending.ring_ready = CT_RING_READY_SLOTS;
     }
     /* A forked child must not write into its parent's ring. */
     madvise(mem, bytes, MADV_DONTFORK);
@@ -400,18 +422,20 @@ static void remove_db(const char *path)
  * writer that stops says it), and the process is not traced; where even
  * that cannot be written, there is no trace.
  */
-static void stop_for_lack_of_room(const struct ct_tracefile *files, const char *why)
+static void stop_for_lack_of_room(const struct ct_tracefile *files, struct ct_store *st,
+                                  const char *why)
 {
-    char err[512], reason[256];
+    char reason[256];
     snprintf(reason, sizeof reason, "no room for the crash buffer (%s)", why);
-    struct ct_store *st = ct_store_open(files->db_path, err, sizeof err);
-    int rc = st ? ct_store_begin(st) : -1;
+    int rc = ct_store_begin(st);
     if (!rc)
         rc = ct_store_set_meta_text(st, "writer_error", reason);
     if (!rc)
         rc = ct_store_set_meta_int(st, "writer_stopped_after", 0);
     if (!rc)
         rc = ct_store_commit(st);
+    if (!rc)
+        rc = ct_store_finish_private(st);
     if (!rc)
         rc = ct_store_seal(st);
     ct_store_close(st);
@@ -425,24 +449,31 @@ static void stop_for_lack_of_room(const struct ct_tracefile *files, const char *
  * Makes the trace file complete (schema, process, environment) under its
  * hidden name, then publishes it: a reader never meets an empty trace.
  */
-static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_info *proc)
+/*
+ * Makes the trace file complete (schema, process, environment) under its
+ * hidden name, then publishes it: a reader never meets an empty trace. The
+ * connection that made it is returned, open on it (NULL on failure, err
+ * saying why): its schema is not parsed a second time by another open.
+ */
+static struct ct_store *make_trace_file(const struct ct_tracefile *files,
+                                        const struct ct_process_info *proc,
+                                        const struct ct_env_capture *env, char *err, size_t errlen)
 {
-    char err[512];
-    struct ct_store *st = ct_store_create(files->db_tmp_path, err, sizeof err);
+    /* Named after the final name, opened under the hidden one (sqlfiles.h). */
+    const char *tmp_name = strrchr(files->db_tmp_path, '/');
+    tmp_name = tmp_name ? tmp_name + 1 : files->db_tmp_path;
+    ct_sqlfiles_redirect(files->db_name, tmp_name);
+    struct ct_store *st = ct_store_create_private(files->db_path, err, errlen);
+    ct_sqlfiles_redirect(NULL, NULL);
     if (!st) {
-        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
-                     err);
         remove_db(files->db_tmp_path);
-        return false;
+        return NULL;
     }
-    struct ct_env_capture env = {0};
-    if (ct_env_capture(environ, &env) != 0)
-        env.count = 0;
     int rc = ct_store_begin(st);
     if (!rc)
         rc = ct_store_write_process(st, proc);
     if (!rc)
-        rc = ct_store_write_env(st, env.vars, env.count);
+        rc = ct_store_write_env(st, env->vars, env->count);
     if (!rc)
         rc = ct_store_set_meta_text(st, "stacks", ct_stacks_describe());
     /* In the .db itself, before any call: a copy of the .db alone still
@@ -452,33 +483,103 @@ static bool make_trace_file(const struct ct_tracefile *files, struct ct_process_
     if (!rc)
         rc = ct_store_set_meta_text(st, "crash_buffer",
                                     ring_name ? ring_name + 1 : files->ring_path);
+    /* No sync: a killed process's page cache survives it; the file's one
+     * sync is the writer's, when it switches the file to WAL (make_store). */
     if (!rc)
         rc = ct_store_commit(st);
-    /* Its WAL is named after the hidden name: folded in, or the trace is not
-     * published (on a full disk the checkpoint at close would fail unseen). */
-    if (!rc)
-        rc = ct_store_checkpoint(st);
     if (rc)
-        snprintf(err, sizeof err, "%s", ct_store_error(st));
-    ct_env_capture_free(&env);
-    ct_store_close(st);
+        snprintf(err, errlen, "%s", ct_store_error(st));
     if (!rc && ct_tracefile_publish(files->db_tmp_path, files->db_path) != 0) {
-        snprintf(err, sizeof err, "%s: %s", files->db_name, strerror(errno));
+        snprintf(err, errlen, "%s: %s", files->db_name, strerror(errno));
         rc = -1;
     }
     if (rc) {
-        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
-                     err);
+        ct_store_close(st);
         remove_db(files->db_tmp_path);
-        return false;
+        return NULL;
     }
-    return true;
+    return st;
+}
+
+static void pending_free(struct pending_trace *p)
+{
+    ct_store_close(p->store);
+    ct_env_capture_free(&p->env);
+    ct_procinfo_free(&p->proc);
+    ct_ancestry_free(p->proc.ancestors, p->proc.nancestors);
+    memset(p, 0, sizeof *p);
+}
+
+/*
+ * The writer's first job (ct_writer_config.make_store), under its work lock:
+ * the rest of the ring, then the trace file the first call made is switched
+ * to WAL (its -wal and -shm made beside it, under its final name, and the
+ * file's one sync) and kept as the writer's connection: its schema is
+ * parsed once. On failure the writer stops (and says why in the ring).
+ */
+static struct ct_store *make_store(void *arg, char *err, size_t errlen)
+{
+    struct pending_trace *p = arg;
+    assert(p == &S.pending && S.ring.hdr && p->store);
+    ct_ring_format_rest(&S.ring, S.ring_fd, p->ring_ready);
+    struct ct_store *st = p->store;
+    p->store = NULL;
+    if (ct_store_finish_private(st) != 0) {
+        snprintf(err, errlen, "%s", ct_store_error(st));
+        ct_store_close(st);
+        st = NULL;
+    }
+    pending_free(p);
+    return st;
+}
+
+/*
+ * Whether n more descriptors can be opened now (errno says why not), asked
+ * by duplicating the trace directory's: closing a duplicate of any other
+ * (the ring's, or one of the program's) would drop the POSIX locks its
+ * process holds on that file.
+ */
+static bool descriptors_left(int n)
+{
+    int fds[8];
+    assert(n <= 8);
+    const char *self;
+    int dir = ct_tracedir_at(ct_tracedir_path(), &self);
+    if (dir < 0)
+        return false;
+    int got = 0;
+    while (got < n && (fds[got] = fcntl(dir, F_DUPFD_CLOEXEC, 0)) >= 0)
+        got++;
+    int err = errno;
+    for (int i = 0; i < got; i++)
+        close(fds[i]);
+    errno = err;
+    return got == n;
+}
+
+/* The ring, published but not to be used: no record was pushed into it. */
+static void abandon_ring(void)
+{
+    if (S.ring_path[0])
+        ct_tracefile_remove(S.ring_path);
+    S.ring_path[0] = '\0';
+    if (S.ring.hdr)
+        munmap(S.ring.hdr, ct_ring_bytes(S.ring.mask + 1));
+    memset(&S.ring, 0, sizeof S.ring);
+    if (S.ring_fd >= 0)
+        close(S.ring_fd);
+    S.ring_fd = -1;
 }
 
 /*
  * The trace's files and writer. This is the process's first CUDA event,
  * never the steady state; start_mu is held, so fork() waits for it. Runs on
- * a signal-free thread (start_locked).
+ * a signal-free thread (start_locked). The trace file is made whole here,
+ * so that a process killed right after its first call leaves its process
+ * row and environment and not only its records, but with no journal, no
+ * sync and no second parse of its schema; the ring is written with pwrite,
+ * only its header and first slots. The rest of both is the writer's first
+ * job (make_store).
  */
 static bool start_trace(void)
 {
@@ -487,45 +588,70 @@ static bool start_trace(void)
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "%s; not tracing", why);
         return false;
     }
-    struct ct_process_info proc;
-    memset(&proc, 0, sizeof proc);
-    ct_procinfo_collect(&proc);
-    proc.nancestors = ct_ancestry_walk("/proc", proc.ppid, proc.ancestors, CT_ANCESTORS_MAX);
-    proc.start_wall_ns = S.start_wall_ns;
-    proc.start_mono_ns = S.start_mono_ns;
-    struct ct_tracefile files;
-    bool made = false;
-    if (ct_tracefile_create(proc.host, S.pid, S.start_wall_ns, &files) != 0)
+    struct pending_trace *p = &S.pending;
+    memset(p, 0, sizeof *p);
+    ct_procinfo_collect(&p->proc);
+    p->proc.nancestors =
+        ct_ancestry_walk("/proc", p->proc.ppid, p->proc.ancestors, CT_ANCESTORS_MAX);
+    p->proc.start_wall_ns = S.start_wall_ns;
+    p->proc.start_mono_ns = S.start_mono_ns;
+    struct ct_tracefile *files = &p->files;
+    if (ct_tracefile_create(p->proc.host, S.pid, S.start_wall_ns, files) != 0) {
         ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot create a trace file in %s: %s; not tracing",
                      S.dir, strerror(errno));
-    else
-        made = make_trace_file(&files, &proc);
-    ct_procinfo_free(&proc);
-    ct_ancestry_free(proc.ancestors, proc.nancestors);
-    if (!made)
+        pending_free(p);
         return false;
+    }
+    if (ct_env_capture(environ, &p->env) != 0)
+        p->env.count = 0;
+    char err[512];
+    p->store = make_trace_file(files, &p->proc, &p->env, err, sizeof err);
+    if (!p->store) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     err);
+        pending_free(p);
+        return false;
+    }
 
-    snprintf(S.ring_path, sizeof S.ring_path, "%s", files.ring_path);
+    snprintf(S.ring_path, sizeof S.ring_path, "%s", files->ring_path);
     const char *ring_why = "";
-    enum ring_outcome ring = map_ring(&files, &ring_why);
-    if (ring == RING_NO_ROOM)
-        stop_for_lack_of_room(&files, ring_why);
-    if (ring != RING_MAPPED)
+    enum ring_outcome ring = map_ring(files, &ring_why);
+    if (ring == RING_NO_ROOM) {
+        stop_for_lack_of_room(files, p->store, ring_why);
+        p->store = NULL;
+    }
+    if (ring != RING_MAPPED) {
+        pending_free(p);
         return false;
+    }
+    /* The writer's connection will also hold the file's -wal and -shm:
+     * without descriptors for those (a tiny RLIMIT_NOFILE), the program's
+     * last ones would be taken from it for a trace that cannot be written. */
+    if (!descriptors_left(CT_TRACE_FILE_FDS)) {
+        ct_warn_once(CT_PROBLEM_TRACE_DIR, "cannot write a trace in %s: %s; not tracing", S.dir,
+                     strerror(errno));
+        abandon_ring();
+        pending_free(p);
+        remove_db(files->db_path);
+        return false;
+    }
 
     struct ct_writer_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    snprintf(cfg.db_path, sizeof cfg.db_path, "%s", files.db_path);
+    snprintf(cfg.db_path, sizeof cfg.db_path, "%s", files->db_path);
+    cfg.make_store = make_store;
+    cfg.make_arg = p;
     cfg.ring = &S.ring;
     cfg.probes.describe_device = ct_device_describe;
     cfg.probes.versions = ct_library_versions;
     cfg.probes.objects_changed = ct_stacks_objects_changed;
     cfg.record_objects = ct_stacks_enabled();
     cfg.interval_ms = 20;
-    char err[256];
     S.writer = ct_writer_start(&cfg, err, sizeof err);
     if (!S.writer) {
         ct_warn_once(CT_PROBLEM_WRITER, "%s; not tracing", err);
+        abandon_ring();
+        pending_free(p);
         return false;
     }
     return true;

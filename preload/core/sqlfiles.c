@@ -44,12 +44,26 @@ static int dir_of(const char *path, const char **name)
     return path ? dir_ops()->at(path, name) : (errno = EXDEV, -1);
 }
 
+/* ct_sqlfiles_redirect's names; "" when none. */
+static char redirect_from[256], redirect_to[256];
+
+void ct_sqlfiles_redirect(const char *from, const char *to)
+{
+    assert((from == NULL) == (to == NULL));
+    assert(!from || (strlen(from) < sizeof redirect_from && strlen(to) < sizeof redirect_to &&
+                     !strchr(from, '/') && !strchr(to, '/')));
+    snprintf(redirect_from, sizeof redirect_from, "%s", from ? from : "");
+    snprintf(redirect_to, sizeof redirect_to, "%s", to ? to : "");
+}
+
 static int confined_open(const char *path, int flags, int mode)
 {
     const char *name;
     int dir = dir_of(path, &name);
     if (dir < 0)
         return errno == EXDEV ? ((open_fn)real[CALL_OPEN])(path, flags, mode) : -1;
+    if (redirect_from[0] && strcmp(name, redirect_from) == 0)
+        name = redirect_to;
     if (strcmp(name, ".") == 0) {
         /* SQLite opens the directory to fsync a new journal's name into it. */
         if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_CREAT)) {

@@ -35,4 +35,15 @@ struct ct_sqlfiles_dir {
  * in why) if SQLite refuses them. */
 bool ct_sqlfiles_confine(const struct ct_sqlfiles_dir *dir, char *why, size_t cap);
 
+/*
+ * While set, an open of the name `from` in the trace directory opens `to`
+ * there instead (both plain names in it; NULL, NULL: none). A trace file is
+ * made under its hidden name through a connection that bears its final
+ * name, so that the connection, once the file is renamed into place, goes
+ * on as the writer's with its -wal and -shm named right: the schema is
+ * parsed once, not again by a second open. Set and cleared around one
+ * sqlite3_open by the only thread using SQLite then (the writer).
+ */
+void ct_sqlfiles_redirect(const char *from, const char *to);
+
 #endif

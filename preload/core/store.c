@@ -90,7 +90,7 @@ static const char EVENT_INSERT_SQL[] =
 static const char EVENT_INSERT_SQL_FORMAT5[] =
     EVENT_INSERT_HEAD ") VALUES(" EVENT_INSERT_VALUES ")";
 
-static struct ct_store *open_db(const char *path, char *err, size_t errlen)
+static struct ct_store *open_db(const char *path, const char *pragmas, char *err, size_t errlen)
 {
     struct ct_store *st = calloc(1, sizeof *st);
     if (!st) {
@@ -104,7 +104,7 @@ static struct ct_store *open_db(const char *path, char *err, size_t errlen)
     if (rc == SQLITE_OK)
         sqlite3_busy_timeout(st->db, CT_STORE_BUSY_MS);
     if (rc == SQLITE_OK)
-        rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", "pragmas");
+        rc = exec_sql(st, pragmas, "pragmas");
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : "cannot open");
         sqlite3_close(st->db);
@@ -147,11 +147,11 @@ static int write_apis(struct ct_store *st)
     return rc == SQLITE_OK ? 0 : fail(st, rc, "write apis");
 }
 
-struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
+#define CT_STORE_PRAGMAS "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+
+/* Schema, api table and the first meta rows, in one transaction. */
+static int write_schema(struct ct_store *st)
 {
-    struct ct_store *st = open_db(path, err, errlen);
-    if (!st)
-        return NULL;
     int rc = exec_sql(st, "BEGIN", "begin");
     if (!rc)
         rc = exec_sql(st, CT_SCHEMA_SQL, "create schema");
@@ -167,6 +167,21 @@ struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
         rc = ct_store_set_meta_text(st, "end_state", "running");
     if (!rc)
         rc = exec_sql(st, "COMMIT", "commit schema");
+    return rc;
+}
+
+static int set_journal_mode(struct ct_store *st, const char *mode, char *now, size_t cap);
+
+static struct ct_store *create(const char *path, bool private, char *err, size_t errlen)
+{
+    /* A private file is thrown away whole if the process dies while it is
+     * made (a leftover .db.tmp): it needs neither a journal nor a sync. */
+    struct ct_store *st = open_db(
+        path, private ? "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" : CT_STORE_PRAGMAS, err,
+        errlen);
+    if (!st)
+        return NULL;
+    int rc = write_schema(st);
     if (!rc)
         rc = prepare_insert(st);
     if (rc) {
@@ -177,9 +192,31 @@ struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
     return st;
 }
 
+struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
+{
+    return create(path, false, err, errlen);
+}
+
+struct ct_store *ct_store_create_private(const char *path, char *err, size_t errlen)
+{
+    return create(path, true, err, errlen);
+}
+
+int ct_store_finish_private(struct ct_store *st)
+{
+    /* The switch's own commit syncs the file (no journal: the file alone). */
+    char mode[16] = "";
+    int rc = exec_sql(st, "PRAGMA synchronous=NORMAL", "synchronous");
+    if (!rc)
+        rc = set_journal_mode(st, "WAL", mode, sizeof mode);
+    if (!rc && strcmp(mode, "wal") != 0)
+        rc = fail(st, SQLITE_ERROR, "journal mode wal");
+    return rc;
+}
+
 struct ct_store *ct_store_open(const char *path, char *err, size_t errlen)
 {
-    struct ct_store *st = open_db(path, err, errlen);
+    struct ct_store *st = open_db(path, CT_STORE_PRAGMAS, err, errlen);
     if (st && prepare_insert(st)) {
         snprintf(err, errlen, "%s: %s", path, st->error);
         ct_store_close(st);

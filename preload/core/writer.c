@@ -216,7 +216,12 @@ static int store_context(struct ct_writer *w, const struct learned *l)
 static bool open_trace_file(struct ct_writer *w)
 {
     char err[512];
-    w->store = ct_store_open(w->cfg.db_path, err, sizeof err);
+    if (w->cfg.make_store) {
+        w->store = w->cfg.make_store(w->cfg.make_arg, err, sizeof err);
+        w->cfg.make_store = NULL; /* made once: a later open is of the file it made */
+    } else {
+        w->store = ct_store_open(w->cfg.db_path, err, sizeof err);
+    }
     if (w->store)
         ct_store_defer_checkpoints(w->store);
     if (w->store && ct_store_batch_events(w->store)) {

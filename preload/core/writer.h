@@ -27,6 +27,13 @@ struct ct_writer_probes {
 struct ct_writer_config {
     struct ct_ring *ring;
     char db_path[PATH_MAX]; /* an existing trace (ct_store_create made it) */
+    /* Or, when set, what gives the writer its connection: called once, on
+     * the writer thread under its work lock, before any record is written
+     * (the session finishes there the file its first call made and hands
+     * over the connection that made it, so the schema is not parsed
+     * again). NULL with a message in err when it cannot. */
+    struct ct_store *(*make_store)(void *arg, char *err, size_t errlen);
+    void *make_arg;
     struct ct_writer_probes probes;
     unsigned interval_ms;
     bool record_objects; /* loaded_modules, for stacks (objects.h) */

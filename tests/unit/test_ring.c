@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -433,12 +434,79 @@ START_TEST(test_many_producers_lose_nothing_and_keep_thread_order)
 }
 END_TEST
 
+/*
+ * The first call's ring (session.c): header, first slots and last slot
+ * written into the file, the rest formatted later through the mapping while
+ * a producer already uses it. Each step leaves a ring that recovery reads
+ * right (no record in an unformatted slot, none where there is none), and
+ * the two steps together are byte for byte ct_ring_format.
+ */
+static void count_record(const struct ct_record *rec, void *arg)
+{
+    (void)arg;
+    ck_assert_uint_ne(rec->seq, 0); /* a zero slot never reads as a record */
+}
+
+START_TEST(test_ring_formatted_in_two_steps_is_the_whole_format)
+{
+    enum { CAP = 256, READY = 16 };
+    size_t bytes = ct_ring_bytes(CAP);
+    struct ct_ring_owner owner = {42, 1, 2, "x.db", "boot"};
+    void *whole = calloc(1, bytes);
+    ck_assert_ptr_nonnull(whole);
+    ct_ring_format(whole, CAP, &owner);
+
+    char path[] = "/tmp/cutrace-ring-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    ck_assert_int_eq(ftruncate(fd, (off_t)bytes), 0);
+    ck_assert_int_eq(ct_ring_format_file(fd, CAP, &owner, READY), 0);
+    void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(mem, MAP_FAILED);
+    struct ct_ring ring;
+    ck_assert(ct_ring_attach(&ring, mem, bytes));
+    ck_assert_uint_eq(ct_ring_scan(&ring, count_record, NULL), 0);
+
+    /* A producer uses the ready slots before the rest is formatted. */
+    for (uint64_t seq = 1; seq <= READY; seq++) {
+        struct ct_record r = rec_with(seq);
+        ck_assert_uint_eq(ct_ring_push(&ring, &r, alive), 0);
+    }
+    ck_assert_uint_eq(ct_ring_scan(&ring, count_record, NULL), READY);
+    ct_ring_format_rest(&ring, fd, READY);
+    ck_assert_uint_eq(ct_ring_scan(&ring, count_record, NULL), READY);
+    uint64_t cursor = 0;
+    for (uint64_t seq = 1; seq <= READY; seq++) {
+        const struct ct_record *got = ct_ring_peek(&ring, &cursor);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_uint_eq(got->seq, seq);
+    }
+    ct_ring_release(&ring, cursor);
+    /* Released, the ring is the freshly formatted one but for its counters
+     * and the turns of the slots used (one lap ahead). */
+    struct ct_ring fresh;
+    ck_assert(ct_ring_attach(&fresh, whole, bytes));
+    for (uint64_t i = READY; i < CAP; i++)
+        ck_assert_uint_eq(ring.slots[i].turn, fresh.slots[i].turn);
+    for (uint64_t i = 0; i < READY; i++)
+        ck_assert_uint_eq(ring.slots[i].turn, i + CAP);
+    ck_assert_int_eq(memcmp(ring.marks, fresh.marks, CT_RING_MARKS * sizeof *ring.marks), 0);
+    ck_assert_int_eq(memcmp(ring.hdr->db_name, fresh.hdr->db_name, sizeof ring.hdr->db_name), 0);
+    ck_assert_uint_eq(ring.hdr->capacity, CAP);
+    munmap(mem, bytes);
+    close(fd);
+    free(whole);
+}
+END_TEST
+
 Suite *ring_suite(void)
 {
     Suite *s = suite_create("ring");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_fifo_and_wraparound);
+    tcase_add_test(tc, test_ring_formatted_in_two_steps_is_the_whole_format);
     tcase_add_test(tc, test_scan_finds_exactly_unreleased_complete_records);
     tcase_add_test(tc, test_full_ring_makes_producer_wait_and_records_wait);
     tcase_add_test(tc, test_full_ring_with_dead_writer_drops_instead_of_hanging);
