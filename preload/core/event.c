@@ -21,7 +21,10 @@
  * own. Either way the thread's nesting state is saved here and put back
  * exactly at the end, so the interrupted call carries on as it was.
  */
-static void begin(struct ct_event *ev, enum ct_api api, const void *caller, bool part)
+/* Inlined into both entry points: one prologue per call, not a wrapper's
+ * and then a split-off body's. */
+static inline __attribute__((always_inline)) void begin(struct ct_event *ev, enum ct_api api,
+                                                        const void *caller, bool part)
 {
     ev->traced = !ct_self.internal && ct_session_tracing();
     if (!ev->traced)
