@@ -21,7 +21,10 @@
  * own. Either way the thread's nesting state is saved here and put back
  * exactly at the end, so the interrupted call carries on as it was.
  */
-static void begin(struct ct_event *ev, enum ct_api api, const void *caller, bool part)
+/* Inlined into both entry points: one prologue per call, not a wrapper's
+ * and then a split-off body's. */
+static inline __attribute__((always_inline)) void begin(struct ct_event *ev, enum ct_api api,
+                                                        const void *caller, bool part)
 {
     ev->traced = !ct_self.internal && ct_session_tracing();
     if (!ev->traced)
@@ -29,23 +32,47 @@ static void begin(struct ct_event *ev, enum ct_api api, const void *caller, bool
     ev->returned = false;
     ev->device_given = false;
     ev->stacked = ct_stacks_enter(api);
-    memset(&ev->rec, 0, sizeof ev->rec);
-    ev->rec.api = (uint16_t)api;
-    ev->rec.caller = (uint64_t)(uintptr_t)caller;
-    ev->rec.seq = ct_session_next_seq();
-    ev->outer_seq = ct_self.current_seq;
-    ev->outer_depth = ct_self.depth;
-    ev->outer_level = ct_self.current_level;
-    bool nested = ev->outer_depth > 0 && (part || ct_cudalibs_contains(ev->rec.caller));
-    if (nested) {
-        ev->rec.parent_seq = ev->outer_seq;
-        ev->rec.depth = ev->outer_level == UINT8_MAX ? UINT8_MAX : (uint8_t)(ev->outer_level + 1);
-    }
-    ev->rec.device = -1;
-    ct_self.depth = ev->outer_depth == UINT16_MAX ? UINT16_MAX : (uint16_t)(ev->outer_depth + 1);
-    ct_self.current_seq = ev->rec.seq;
-    ct_self.current_level = ev->rec.depth;
-    ev->rec.t_ns = ct_now_ns();
+    uint64_t seq = ct_session_next_seq();
+    uint16_t outer_depth = ct_self.depth;
+    uint8_t outer_level = ct_self.current_level;
+    uint64_t outer_seq = ct_self.current_seq;
+    ev->outer_seq = outer_seq;
+    ev->outer_depth = outer_depth;
+    ev->outer_level = outer_level;
+    bool nested = outer_depth > 0 && (part || ct_cudalibs_contains((uint64_t)(uintptr_t)caller));
+    uint8_t depth = !nested ? 0 : outer_level == UINT8_MAX ? UINT8_MAX : (uint8_t)(outer_level + 1);
+    /*
+     * Every field written once, here or later on every path (dur_ns and
+     * ret_seq by take_return, tid, result and device by end), with no memset
+     * of the whole record first: these become a few wide stores, where a
+     * 248-byte memset was a string instruction and every field then written
+     * twice. The record is whole from here on (an entered mark copies it).
+     */
+    struct ct_record *r = &ev->rec;
+    r->seq = seq;
+    r->parent_seq = nested ? outer_seq : 0;
+    r->dur_ns = 0;
+    r->wait_ns = 0;
+    r->ptr = 0;
+    r->size = 0;
+    r->flags = 0;
+    r->stream = 0;
+    memset(r->arg, 0, sizeof r->arg);
+    r->caller = (uint64_t)(uintptr_t)caller;
+    r->stack_id = 0;
+    r->tid = 0;
+    r->device = -1;
+    r->result = 0;
+    r->api = (uint16_t)api;
+    r->depth = depth;
+    r->has_handle = 0;
+    memset(r->handle, 0, sizeof r->handle);
+    r->ret_seq = 0;
+    memset(r->reserved, 0, sizeof r->reserved);
+    ct_self.depth = outer_depth == UINT16_MAX ? UINT16_MAX : (uint16_t)(outer_depth + 1);
+    ct_self.current_seq = seq;
+    ct_self.current_level = depth;
+    r->t_ns = ct_now_ns();
 }
 
 void ct_event_begin(struct ct_event *ev, enum ct_api api, const void *caller)
@@ -77,22 +104,29 @@ static int device_of(const struct ct_event *ev, int result)
     enum ct_layer layer = ct_api_table[ev->rec.api].layer_id;
     if (layer == CT_LAYER_driver)
         return ct_device_of_context();
-    int device = ct_device_current(result == 0 && ev->outer_depth == 0);
+    /* ct_device_current's own first test, inline: the usual case, once known. */
+    int device = ct_self.device_known ? ct_self.device
+                                      : ct_device_current(result == 0 && ev->outer_depth == 0);
     if (device < 0 && result == 0 && ev->outer_depth > 0 && layer == CT_LAYER_runtime)
         device = ct_device_of_context();
     return device;
 }
 
-void ct_event_returned(struct ct_event *ev)
+/* Shared by ct_event_returned and ct_event_end (whichever comes first). */
+static inline void take_return(struct ct_event *ev)
 {
-    if (!ev->traced || ev->returned)
-        return;
     ev->rec.dur_ns = ct_now_ns() - ev->rec.t_ns;
     /* A load, not a sequence number: no gap in seq, no contention added.
      * Never below seq: a fork in the call restarts the child's count. */
     uint64_t now = ct_session_seq_now();
     ev->rec.ret_seq = now > ev->rec.seq ? now : ev->rec.seq;
     ev->returned = true;
+}
+
+void ct_event_returned(struct ct_event *ev)
+{
+    if (ev->traced && !ev->returned)
+        take_return(ev);
 }
 
 void ct_event_set_device(struct ct_event *ev, int device)
@@ -108,7 +142,8 @@ void ct_event_end(struct ct_event *ev, int result)
     if (!ev->traced)
         return;
     int saved_errno = errno;
-    ct_event_returned(ev);
+    if (!ev->returned)
+        take_return(ev);
     ct_self.depth = ev->outer_depth;
     ct_self.current_seq = ev->outer_seq;
     ct_self.current_level = ev->outer_level;

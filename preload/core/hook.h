@@ -19,7 +19,7 @@
 
 #define CT_EXPORT __attribute__((visibility("default")))
 
-#define CT_REAL(fn) __typeof__(&fn) real = (__typeof__(&fn))ct_real(CT_API_##fn)
+#define CT_REAL(fn) __typeof__(&fn) real = (__typeof__(&fn))ct_real_fast(CT_API_##fn)
 
 /*
  * The body of a typical hook: trace `call` (which uses `real`) as one event of

@@ -30,7 +30,7 @@ static void (*const HOOKS[CT_API_COUNT])(void) = {NULL,
 #undef CT_HOOK_ADDRESS
 };
 
-static void *real_slot[CT_API_COUNT];
+void *ct_real_slot[CT_API_COUNT];
 /* Set when resolution failed, so a missing function costs no lookup per call. */
 static int missing[CT_API_COUNT];
 
@@ -54,15 +54,15 @@ static void *settle(enum ct_api api, void *candidate)
 {
     ct_cudalibs_learn(candidate);
     void *expected = NULL;
-    if (__atomic_compare_exchange_n(&real_slot[api], &expected, candidate, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
+    if (__atomic_compare_exchange_n(&ct_real_slot[api], &expected, candidate, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return candidate;
     return expected;
 }
 
 static void *resolve(enum ct_api api, bool warn)
 {
-    void *fn = __atomic_load_n(&real_slot[api], __ATOMIC_ACQUIRE);
+    void *fn = __atomic_load_n(&ct_real_slot[api], __ATOMIC_ACQUIRE);
     if (fn || __atomic_load_n(&missing[api], __ATOMIC_RELAXED))
         return fn;
     fn = ct_resolve(library_of(api), ct_api_table[api].name);

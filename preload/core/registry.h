@@ -12,10 +12,25 @@
 #ifndef CUTRACE_REGISTRY_H
 #define CUTRACE_REGISTRY_H
 
+#include <stddef.h>
+
 #include "cutrace/apis.h"
 
 /* The real function behind the hook of `api`, resolved once; NULL if absent. */
 void *ct_real(enum ct_api api);
+
+/*
+ * The slots ct_real fills, one per API: a hook reads its own inline (one
+ * acquire load on the hot path, no call) and calls ct_real only while the
+ * slot is still empty. A slot is written once and never changed.
+ */
+extern void *ct_real_slot[CT_API_COUNT];
+
+static inline void *ct_real_fast(enum ct_api api)
+{
+    void *fn = __atomic_load_n(&ct_real_slot[api], __ATOMIC_ACQUIRE);
+    return __builtin_expect(fn != NULL, 1) ? fn : ct_real(api);
+}
 
 /*
  * dlsym() found `found` under `name` in a library: the hook to return in its

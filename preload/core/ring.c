@@ -255,10 +255,31 @@ static bool waits_on_itself(const struct ct_ring *ring, const struct push_window
     return outer->ring == ring->hdr && head - outer->ticket > ring->mask;
 }
 
-uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*writer_alive)(void))
+/* Ticket `head` is this thread's: fills its slot, publishes it and closes
+ * the window ct_ring_push opened for it (if it was the one that did). */
+static inline uint64_t publish(struct ct_ring *ring, struct ct_slot *slot, uint64_t head,
+                               const struct ct_record *rec, uint64_t waited,
+                               const struct push_window *outer)
 {
-    const struct push_window outer = t_window;
-    uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
+    /* No one else may touch the slot until we publish. */
+    assert(__atomic_load_n(&slot->turn, __ATOMIC_RELAXED) == head);
+    memcpy(&slot->rec, rec, sizeof *rec);
+    slot->rec.wait_ns = waited;
+    __atomic_store_n(&slot->turn, head + 1, __ATOMIC_RELEASE);
+    if (outer->ring != ring->hdr)
+        window_restore(outer);
+    return waited;
+}
+
+/*
+ * The claim when the first try did not succeed: another producer took the
+ * ticket, or the ring is full. `head` is the ticket to try next. Out of
+ * line, so that the usual push saves no registers for it.
+ */
+static __attribute__((noinline)) uint64_t
+push_contended(struct ct_ring *ring, const struct ct_record *rec, bool (*writer_alive)(void),
+               const struct push_window *outer, uint64_t head)
+{
     uint64_t t0 = 0;
     bool waited_any = false;
     struct ct_slot *slot;
@@ -270,14 +291,14 @@ uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*
             /* Marked before the claim: a handler must never meet a claimed
              * ticket it cannot see. The outer window, if any, stays in force
              * (its ticket is the older one). */
-            bool nested = outer.ring == ring->hdr;
+            bool nested = outer->ring == ring->hdr;
             if (!nested)
                 window_open(ring, head);
             if (__atomic_compare_exchange_n(&ring->hdr->head, &head, head + 1, true,
                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))
                 break;
             if (!nested)
-                window_restore(&outer);
+                window_restore(outer);
             continue; /* head now holds the current value */
         }
         if (ahead > 0) {
@@ -286,7 +307,7 @@ uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*
             continue;
         }
         /* Full: the slot still holds ticket head - capacity. */
-        if (waits_on_itself(ring, &outer, head) || !writer_alive()) {
+        if (waits_on_itself(ring, outer, head) || !writer_alive()) {
             __atomic_fetch_add(&ring->hdr->dropped, 1, __ATOMIC_RELAXED);
             return UINT64_MAX;
         }
@@ -297,15 +318,27 @@ uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*
         wait_a_little(attempt++);
         head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
     }
-    uint64_t waited = waited_any ? ct_now_ns() - t0 : 0;
-    /* Ticket `head` is ours: no one else may touch its slot until we publish. */
-    assert(__atomic_load_n(&slot->turn, __ATOMIC_RELAXED) == head);
-    memcpy(&slot->rec, rec, sizeof *rec);
-    slot->rec.wait_ns = waited;
-    __atomic_store_n(&slot->turn, head + 1, __ATOMIC_RELEASE);
-    if (outer.ring != ring->hdr)
-        window_restore(&outer);
-    return waited;
+    return publish(ring, slot, head, rec, waited_any ? ct_now_ns() - t0 : 0, outer);
+}
+
+uint64_t ct_ring_push(struct ct_ring *ring, const struct ct_record *rec, bool (*writer_alive)(void))
+{
+    const struct push_window outer = t_window;
+    uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
+    struct ct_slot *slot = &ring->slots[head & ring->mask];
+    /* The usual case, the first try: the slot is free and the claim
+     * succeeds. The window is opened before the claim, as in the loop. */
+    if (__builtin_expect(__atomic_load_n(&slot->turn, __ATOMIC_ACQUIRE) == head, 1)) {
+        bool nested = outer.ring == ring->hdr;
+        if (!nested)
+            window_open(ring, head);
+        if (__atomic_compare_exchange_n(&ring->hdr->head, &head, head + 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return publish(ring, slot, head, rec, 0, &outer);
+        if (!nested)
+            window_restore(&outer);
+    }
+    return push_contended(ring, rec, writer_alive, &outer, head);
 }
 
 void ct_ring_count_dropped(struct ct_ring *ring, uint64_t n)

@@ -8,7 +8,7 @@
 
 __thread struct ct_thread ct_self __attribute__((tls_model("initial-exec")));
 
-int32_t ct_thread_id(void)
+int32_t ct_thread_id_slow(void)
 {
     if (ct_self.tid == 0)
         ct_self.tid = (int32_t)gettid();

@@ -25,7 +25,14 @@ struct ct_thread {
 
 extern __thread struct ct_thread ct_self __attribute__((tls_model("initial-exec")));
 
-int32_t ct_thread_id(void);
+/* The calling thread's kernel tid: a TLS load once known (the hot path's
+ * case), a gettid() the first time only. */
+int32_t ct_thread_id_slow(void);
+static inline int32_t ct_thread_id(void)
+{
+    int32_t tid = ct_self.tid;
+    return __builtin_expect(tid != 0, 1) ? tid : ct_thread_id_slow();
+}
 
 /* A forked child's only thread is a new thread with the forking thread's
  * memory; what its own call stack is doing (internal, starting) stays. */
