@@ -200,20 +200,25 @@ class Bench:
         return (counts[1] - counts[0]) / (n2 - n1)
 
     @staticmethod
-    def cg_thread_totals(prefix):
-        """Instructions of each thread of a --separate-threads=yes run: {thread: Ir}."""
+    def cg_tracer_threads(prefix):
+        """Instructions of the threads of a --separate-threads=yes run that are not the
+        program's (no main, no hot_calls in their profile): the tracer's own threads."""
         d, base = os.path.split(prefix)
-        tot = {}
+        program_fn = re.compile(r"^c?fn=\(\d+\)\s+(hot_calls|main)$")
+        total = 0
         for f in os.listdir(d):
-            m = re.fullmatch(re.escape(base) + r"-(\d+)", f)
-            if not m:
+            if not re.fullmatch(re.escape(base) + r"-\d+", f):
                 continue
+            ir, program = 0, False
             with open(os.path.join(d, f), encoding="utf-8", errors="replace") as fh:
                 for line in fh:
-                    if line.startswith(("summary:", "totals:")):
-                        tot[int(m.group(1))] = int(line.split()[1])
-                        break
-        return tot
+                    if line.startswith(("summary:", "totals:")) and not ir:
+                        ir = int(line.split()[1])
+                    elif program_fn.match(line.rstrip("\n")):
+                        program = True
+            if not program:
+                total += ir
+        return total
 
     # ------------------------------------------------------------------ rows
     def row(self, rid, section, what, value, target, verdict, **fig):
@@ -393,8 +398,8 @@ class Bench:
                  wait_ms_per_million_calls=per, max_wait_ns=wmax)
 
     def cg_writer(self):
-        """Instructions per record of every thread but the program's (the writer, and the
-        trace's creation, taken out by the difference of two call counts), and of the raw
+        """Instructions per record of the tracer's threads (the writer; the trace's creation
+        is taken out by the difference of two call counts), and of the raw
         SQLite insert of the same rows."""
         per_thread, recs = [], []
         for n in (3000, 12000):
@@ -414,8 +419,7 @@ class Bench:
                 if linger >= 40000:
                     raise RuntimeError(f"the writer did not finish under valgrind ({st})")
                 linger *= 2  # the writer had not finished when the program exited
-            tot = self.cg_thread_totals(prefix)
-            per_thread.append(sum(v for k, v in tot.items() if k != 1))
+            per_thread.append(self.cg_tracer_threads(prefix))
             recs.append(st["records"])
         w_instr = (per_thread[1] - per_thread[0]) / (recs[1] - recs[0])
         db = [f for f in os.listdir(trace) if f.endswith(".db")][0]
