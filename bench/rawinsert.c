@@ -9,11 +9,11 @@
  * Every row of TRACE.db's `events` (whatever its columns are: the writer may
  * change them) is read into memory first; then OUT.db (which must not exist)
  * gets the same table, created from the trace's own definition, with the
- * pragmas the tracer's store sets (WAL, synchronous=NORMAL), and the rows go
- * in through one prepared INSERT, committed every ROWS_PER_COMMIT rows
- * (default 16384, the writer's batch). Only the insert is timed, and only it
- * runs inside raw_insert_rows, so that callgrind can count it alone
- * (--toggle-collect=raw_insert_rows).
+ * connection and pragmas of the tracer's store (no mutex, WAL,
+ * synchronous=NORMAL), and the rows go in through one prepared INSERT,
+ * committed every ROWS_PER_COMMIT rows (default 16384, the writer's batch).
+ * Only the insert is timed, and only it runs inside raw_insert_rows, so
+ * that callgrind can count it alone (--toggle-collect=raw_insert_rows).
  */
 #include <assert.h>
 #include <stdio.h>
@@ -116,7 +116,8 @@ int main(int argc, char **argv)
     assert(r.cols > 0);
     sqlite3 *db;
     if (sqlite3_open_v2(argv[2], &db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_EXCLUSIVE |
+                            SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK)
         return fail(db, argv[2]);
     if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, NULL) !=
