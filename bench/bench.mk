@@ -48,7 +48,7 @@ bench-check: $(BENCH_TOOLS)
 	@echo "== bench on a tiny configuration"
 	@python3 bench/bench.py $(BUILD) --tiny > $(BUILD)/bench/check.out || \
 		{ cat $(BUILD)/bench/check.out; exit 1; }
-	@python3 bench/check.py $(BUILD)/bench/check.out $(BUILD)/bench/results.json || \
+	@python3 bench/check.py $(BUILD)/bench/check.out $(BUILD)/bench/tiny/results.json || \
 		{ cat $(BUILD)/bench/check.out; exit 1; }
 
 .PHONY: bench bench-detail bench-check

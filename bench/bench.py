@@ -24,7 +24,8 @@ calls when installed. The analyzer: bench/analyzer.sh at 10^5, 10^6, 10^7
 events (BENCH_SIZES).
 
 --tiny (make bench-check): one run each, few calls, no callgrind, the
-analyzer at 10^4 events: the table's shape and results.json, in seconds.
+analyzer at 10^4 events: the table's shape and results.json (written to
+build/bench/tiny/, so that the last full run's stays), in seconds.
 Environment: BENCH_RUNS, BENCH_CALLS (per thread, hot path), BENCH_PY_CALLS,
 BENCH_SUSTAINED (calls of the writer-bound runs), BENCH_SIZES,
 BENCH_CALLGRIND=0 (no instruction counts), BENCH_ONLY=hot,py,writer,startup,
@@ -70,7 +71,9 @@ class Bench:
         self.cg_why = ("tiny configuration" if tiny else "BENCH_CALLGRIND=0"
                        if env("BENCH_CALLGRIND", "1") == "0" else "valgrind not installed")
         self.work = tempfile.mkdtemp(prefix="cutrace-bench-")
-        self.out = os.path.join(self.build, "bench")
+        # The tiny run (make test's) keeps its files apart: it never replaces the last
+        # full run's results.json.
+        self.out = os.path.join(self.build, "bench", "tiny" if tiny else "")
         self.cgdir = os.path.join(self.out, "callgrind")
         os.makedirs(self.cgdir, exist_ok=True)
         self.python = sys.executable
