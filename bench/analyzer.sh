@@ -25,6 +25,8 @@
 # work too. Each figure is the best of BENCH_REPEAT runs (default 3; 1 at
 # 10^7 and above); a report still running after BENCH_TIMEOUT seconds
 # (default 900) is killed and its row says so.
+# BENCH_RESULTS=FILE: the raw figures also go there, one line per report and
+# size, "NAME EVENTS WALL CPU RSS_KIB STATUS" (bench/bench.py's input).
 # Exits 1 when a report failed (not for a GAP), 2 on usage.
 set -eu
 if [ $# -lt 1 ]; then
@@ -98,6 +100,8 @@ for n in $sizes; do
     done
 done
 rm -rf "$work/a" "$work/b"
+# bench/bench.py reads the figures themselves, one line per report and size.
+if [ -n "${BENCH_RESULTS:-}" ]; then cp "$results" "$BENCH_RESULTS"; fi
 
 echo
 awk -v timeout="$timeout" -v order="scan $reports" '
