@@ -509,45 +509,54 @@ HOT bool frame_offset(struct ct_py_walk *w, const struct ct_py_layout *L, const 
  * running the same code object (the same co_version from 3.12) at the same
  * instruction, recorded as they were then. Stops at the first that is not
  * (walk_frames takes it, then comes back here) and returns it; 0 at the
- * end of the chain. *n and *steps as in walk_frames.
+ * end of the chain. *n as in walk_frames.
+ *
+ * Its loop needs no count of steps: every frame it passes is recorded, so
+ * n bounds it, but for 3.12+'s shims; each of those lies under a frame
+ * its eval loop began, so more shims than frames recorded are a chain
+ * walk_frames must look at (and count).
  */
 HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, const uint8_t kind,
-                        uintptr_t frame, uint64_t *out, int *n_io, int max, int *steps_io)
+                        uintptr_t frame, uint64_t *out, int *n_io, int max)
 {
     const bool safe = false; /* plain loads: a trusted layout */
-    struct memo_slot *const seen = last;
-    int n = *n_io, steps = *steps_io;
+    const uintptr_t code_mask = ~(uintptr_t)L->code_tag_bits;
     if (max > LAST_FRAMES)
         max = LAST_FRAMES;
-    /* Only shims are walked without a frame recorded: without them, n
-     * bounds the walk and steps need not be counted here. */
-    while (frame && n < max && (kind != CT_PY_ENTRY_SHIM || steps > 0) && !(frame & 7)) {
+    /* Pointers stepped together rather than indexes: the loop is the walk's
+     * whole cost in the steady state. */
+    uint64_t *o = out + *n_io, *const end = out + max;
+    const struct memo_slot *m = &last[*n_io];
+    int shims = 0;
+    while (frame && o < end && !(frame & 7)) {
         uintptr_t previous = rd_ptr(w, safe, frame + L->fr_previous);
         if (kind == CT_PY_ENTRY_SHIM && rd_u8(w, safe, frame + L->fr_owner) >= L->owner_cstack) {
-            if (n > 0) /* the shim's frame above began an eval loop */
-                out[n - 1] |= CT_PYFRAME_ENTRY;
-            steps--;
+            if (++shims > o - out + 1)
+                break;
+            if (o > out) /* the shim's frame above began an eval loop */
+                o[-1] |= CT_PYFRAME_ENTRY;
             frame = previous;
             continue;
         }
-        uintptr_t code = rd_ptr(w, safe, frame + L->fr_code) & ~(uintptr_t)L->code_tag_bits;
+        uintptr_t code = rd_ptr(w, safe, frame + L->fr_code) & code_mask;
         uintptr_t instr = kind == CT_PY_ENTRY_EVERY
                               ? (uintptr_t)rd_i32(w, safe, frame + L->fr_instr)
                               : rd_ptr(w, safe, frame + L->fr_instr);
-        uint32_t version = 0;
-        if (kind == CT_PY_ENTRY_SHIM && code)
-            rd(w, safe, code + L->co_version, &version, sizeof version);
-        if (!memo_is(&seen[n], kind, frame, code, instr, version))
+        /* m->code is never 0: its co_version may be read once they agree. */
+        if (m->frame != frame || m->code != code || m->instr != instr)
             break;
+        if (kind == CT_PY_ENTRY_SHIM) {
+            uint32_t version;
+            rd(w, safe, code + L->co_version, &version, sizeof version);
+            if (version != m->version)
+                break;
+        }
         bool flagged = kind == CT_PY_ENTRY_FLAG && rd_u8(w, safe, frame + L->fr_is_entry);
-        out[n] = seen[n].word | (flagged ? CT_PYFRAME_ENTRY : 0);
-        n++;
-        if (kind == CT_PY_ENTRY_SHIM)
-            steps--;
+        *o++ = m->word | (flagged ? CT_PYFRAME_ENTRY : 0);
+        m++;
         frame = previous;
     }
-    *n_io = n;
-    *steps_io = steps;
+    *n_io = (int)(o - out);
     return frame;
 }
 
@@ -577,7 +586,7 @@ HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, u
      * after each read; every failure of a plain walk breaks out at once. */
     while (frame && n < max && (!safe || !w->failed)) {
         if (memoize) {
-            frame = walk_same(w, L, kind, frame, out, &n, max, &steps);
+            frame = walk_same(w, L, kind, frame, out, &n, max);
             if (!frame || n >= max)
                 break;
         }
