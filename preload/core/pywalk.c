@@ -520,7 +520,12 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
                         uintptr_t frame, uint64_t *out, int *n_io, int max)
 {
     const bool safe = false; /* plain loads: a trusted layout */
+    /* The offsets in locals: the stores of the walk cannot clobber them
+     * (the build has -fno-strict-aliasing), so they need no reload. */
     const uintptr_t code_mask = ~(uintptr_t)L->code_tag_bits;
+    const uint16_t fr_previous = L->fr_previous, fr_owner = L->fr_owner, fr_code = L->fr_code,
+                   fr_instr = L->fr_instr, fr_is_entry = L->fr_is_entry, co_version = L->co_version;
+    const uint8_t owner_cstack = L->owner_cstack;
     if (max > LAST_FRAMES)
         max = LAST_FRAMES;
     /* Pointers stepped together rather than indexes: the loop is the walk's
@@ -529,8 +534,8 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
     const struct memo_slot *m = &last[*n_io];
     int shims = 0;
     while (frame && o < end && !(frame & 7)) {
-        uintptr_t previous = rd_ptr(w, safe, frame + L->fr_previous);
-        if (kind == CT_PY_ENTRY_SHIM && rd_u8(w, safe, frame + L->fr_owner) >= L->owner_cstack) {
+        uintptr_t previous = rd_ptr(w, safe, frame + fr_previous);
+        if (kind == CT_PY_ENTRY_SHIM && rd_u8(w, safe, frame + fr_owner) >= owner_cstack) {
             if (++shims > o - out + 1)
                 break;
             if (o > out) /* the shim's frame above began an eval loop */
@@ -538,20 +543,19 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
             frame = previous;
             continue;
         }
-        uintptr_t code = rd_ptr(w, safe, frame + L->fr_code) & code_mask;
-        uintptr_t instr = kind == CT_PY_ENTRY_EVERY
-                              ? (uintptr_t)rd_i32(w, safe, frame + L->fr_instr)
-                              : rd_ptr(w, safe, frame + L->fr_instr);
+        uintptr_t code = rd_ptr(w, safe, frame + fr_code) & code_mask;
+        uintptr_t instr = kind == CT_PY_ENTRY_EVERY ? (uintptr_t)rd_i32(w, safe, frame + fr_instr)
+                                                    : rd_ptr(w, safe, frame + fr_instr);
         /* m->code is never 0: its co_version may be read once they agree. */
         if (m->frame != frame || m->code != code || m->instr != instr)
             break;
         if (kind == CT_PY_ENTRY_SHIM) {
             uint32_t version;
-            rd(w, safe, code + L->co_version, &version, sizeof version);
+            rd(w, safe, code + co_version, &version, sizeof version);
             if (version != m->version)
                 break;
         }
-        bool flagged = kind == CT_PY_ENTRY_FLAG && rd_u8(w, safe, frame + L->fr_is_entry);
+        bool flagged = kind == CT_PY_ENTRY_FLAG && rd_u8(w, safe, frame + fr_is_entry);
         *o++ = m->word | (flagged ? CT_PYFRAME_ENTRY : 0);
         m++;
         frame = previous;
@@ -568,11 +572,9 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
 HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, uintptr_t tstate,
                     uintptr_t *code_out, uint32_t *offset_out)
 {
-    /* The walk's own copy of the layout and of its output pointer: loads
-     * through them cannot be clobbered by the stores of the walk itself
-     * (the build has -fno-strict-aliasing), so the offsets stay put. */
-    const struct ct_py_layout layout = *w->L;
-    const struct ct_py_layout *L = &layout;
+    /* No copy of the layout (walk_same keeps what it needs in locals): the
+     * rest of the walk runs on a miss, where a reload matters little. */
+    const struct ct_py_layout *L = w->L;
     uint64_t *const out = w->out;
     if (w->safe && !out)
         ct_pywalk_check_thread(w, tstate); /* the API check's walk; raw_capture checks its own */
