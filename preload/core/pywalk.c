@@ -531,7 +531,7 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
     /* Pointers stepped together rather than indexes: the loop is the walk's
      * whole cost in the steady state. */
     uint64_t *o = out + *n_io, *const end = out + max;
-    const struct memo_slot *m = &last[*n_io];
+    struct memo_slot *m = &last[*n_io];
     int shims = 0;
     while (frame && o < end && !(frame & 7)) {
         uintptr_t previous = rd_ptr(w, safe, frame + fr_previous);
@@ -547,9 +547,21 @@ HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, cons
         uintptr_t instr = kind == CT_PY_ENTRY_EVERY ? (uintptr_t)rd_i32(w, safe, frame + fr_instr)
                                                     : rd_ptr(w, safe, frame + fr_instr);
         /* m->code is never 0: its co_version may be read once they agree. */
-        if (m->frame != frame || m->code != code || m->instr != instr)
-            break;
-        if (kind == CT_PY_ENTRY_SHIM) {
+        if (__builtin_expect(m->frame != frame || m->code != code || m->instr != instr, 0)) {
+            /* Another frame at this position than last time: the memo may
+             * know it (a function calling CUDA from several places). */
+            uint32_t version = 0;
+            if (kind == CT_PY_ENTRY_SHIM && code)
+                rd(w, safe, code + co_version, &version, sizeof version);
+            struct memo_slot *set = memo_set(memo, frame, instr);
+            const struct memo_slot *hit =
+                memo_is(&set[0], kind, frame, code, instr, version)   ? &set[0]
+                : memo_is(&set[1], kind, frame, code, instr, version) ? &set[1]
+                                                                      : NULL;
+            if (!hit)
+                break;
+            *m = *hit;
+        } else if (kind == CT_PY_ENTRY_SHIM) {
             uint32_t version;
             rd(w, safe, code + co_version, &version, sizeof version);
             if (version != m->version)
