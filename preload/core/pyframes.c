@@ -454,7 +454,22 @@ static void check_against_api(const struct py_api *py, void *tstate)
 
 /* ---- capture ---- */
 
-static int raw_capture(const struct py_api *py, uintptr_t tstate, bool held, uint64_t *out, int max)
+/*
+ * Whether this thread holds the GIL. The thread state holding it is this
+ * thread's own: PyGILState_Check alone answers 1 when its check is
+ * disabled (once a sub-interpreter exists). Where CPython exports the
+ * current state (3.5 and later), that comparison is the whole answer (it
+ * is what PyGILState_Check compares, with its check enabled) and costs a
+ * load instead of a thread-specific key's lookup.
+ */
+static bool gil_held(const struct py_api *py, void *tstate)
+{
+    if (py->current_state)
+        return py->current_state() == tstate;
+    return py->gil_check();
+}
+
+static int raw_capture(const struct py_api *py, uintptr_t tstate, int held, uint64_t *out, int max)
 {
     int mode = __atomic_load_n(&P.mode, __ATOMIC_ACQUIRE);
     struct ct_py_walk w = {
@@ -465,7 +480,10 @@ static int raw_capture(const struct py_api *py, uintptr_t tstate, bool held, uin
      * frame. */
     if (w.safe)
         ct_pywalk_check_thread(&w, tstate); /* before anything else is read with the table */
-    bool several = !w.failed && !held && ct_pywalk_several_interpreters(&w);
+    /* held < 0: not asked yet (a load where the current state is exported,
+     * cheaper than looking at the interpreters). */
+    bool several = !w.failed && !(held < 0 ? gil_held(py, (void *)tstate) : held) &&
+                   ct_pywalk_several_interpreters(&w);
     int n = w.failed || several ? 0 : ct_pywalk_frames(&w, tstate, NULL, NULL);
     if (w.failed) {
         fall_back(py, w.why);
@@ -493,19 +511,25 @@ int ct_py_capture(uint64_t *out, int max)
     void *tstate = py->this_thread_state();
     if (!tstate)
         return 0;
-    /* PyGILState_Check alone answers 1 when its check is disabled (once a
-     * sub-interpreter exists), so the state holding the GIL must be ours. */
-    bool held = py->gil_check() && (!py->current_state || py->current_state() == tstate);
+    /* Whether the GIL is held is asked only where it matters: until the
+     * check against the API has run, on 3.10 and 3.11 with several
+     * interpreters, and on the API's road. -1: not asked. */
+    int held = -1;
     int mode = __atomic_load_n(&P.mode, __ATOMIC_ACQUIRE);
     if (mode >= MODE_RAW_UNCHECKED) {
-        if (held && !__atomic_load_n(&P.api_checked, __ATOMIC_ACQUIRE) && !py->err_occurred())
-            check_against_api(py, tstate);
+        if (!__atomic_load_n(&P.api_checked, __ATOMIC_ACQUIRE)) {
+            held = gil_held(py, tstate);
+            if (held && !py->err_occurred())
+                check_against_api(py, tstate);
+        }
         if (__atomic_load_n(&P.mode, __ATOMIC_ACQUIRE) >= MODE_RAW_UNCHECKED) {
             int n = raw_capture(py, (uintptr_t)tstate, held, out, max);
             if (n >= 0)
                 return n;
         }
     }
+    if (held < 0)
+        held = gil_held(py, tstate);
     if (!__atomic_exchange_n(&P.said_api, 1, __ATOMIC_ACQ_REL)) {
         /* Only the API from the start (no layout): say so, once. */
         char text[CT_AUX_PAYLOAD_BYTES];

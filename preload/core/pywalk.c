@@ -52,30 +52,58 @@ struct raw_slot {
 };
 _Static_assert(sizeof(struct raw_slot) == 64, "a raw cache slot is one cache line");
 
+#define HOT static inline __attribute__((always_inline))
+
 /*
- * Each thread's memo of the frames it recorded last, by frame address: in
- * the steady state a thread calls CUDA from the same frames again and
- * again, and a frame at the same address running the same code object (the
- * same co_version from 3.12) at the same instruction is recorded as it was
- * then, with no code-cache lookup. Thread-local, so plain loads and stores.
+ * Each thread's memo of the frames it recorded last: in the steady state a
+ * thread calls CUDA from the same frames again and again, and a frame at
+ * the same address running the same code object (the same co_version from
+ * 3.12) at the same instruction is recorded as it was then, with no
+ * code-cache lookup. Indexed by frame and instruction, so that a function
+ * calling CUDA from several places (the innermost frame, nearly always)
+ * keeps a slot for each; two ways a set, so that two of the few frames of
+ * a stack falling into one set do not evict each other on every call.
+ * Thread-local, so plain loads and stores.
  */
-/* A prime: frames lie at regular strides (on 3.11+'s per-thread data stack),
- * and any stride but a multiple of it gives MEMO_SLOTS frames slots apart. */
-#define MEMO_SLOTS 251 /* 10 KiB a thread */
+#define MEMO_SETS 128 /* a power of two; 2 slots each: 10 KiB a thread */
 struct memo_slot {
     uintptr_t frame, code, instr;
     uint32_t version;
     uint32_t pad;
     uint64_t word; /* the frame's CT_PYFRAME value, less a shim's entry mark */
 };
-static __thread struct memo_slot memo[MEMO_SLOTS] __attribute__((tls_model("initial-exec")));
+static __thread struct memo_slot memo[MEMO_SETS][2] __attribute__((tls_model("initial-exec")));
+
+/* The set of (frame, instr): a multiplicative hash's top bits, which
+ * spread frames at any regular stride (3.11+'s per-thread data stack). */
+HOT struct memo_slot *memo_set(struct memo_slot (*memos)[2], uintptr_t frame, uintptr_t instr)
+{
+    _Static_assert(MEMO_SETS == 128, "the index is the hash's top 7 bits");
+    return memos[((uint64_t)(frame ^ instr) * 0x9e3779b97f4a7c15ull) >> 57];
+}
+
+/* Whether m is that frame, as it was; co_version only where there is one. */
+HOT bool memo_is(const struct memo_slot *m, const uint8_t kind, uintptr_t frame, uintptr_t code,
+                 uintptr_t instr, uint32_t version)
+{
+    return m->frame == frame && m->code == code && m->instr == instr &&
+           (kind != CT_PY_ENTRY_SHIM || m->version == version);
+}
+
+/*
+ * In front of the memo, the thread's last walk, by position from the
+ * innermost frame: where the stack is the one of the thread's previous
+ * call (all but the innermost frame, nearly always), each frame is one
+ * comparison with what was there, without hashing. A miss falls back to
+ * the memo; both are refilled from what the walk found.
+ */
+#define LAST_FRAMES 128 /* the deepest Python stack recorded (stacks.c's MAX_DEPTH): 5 KiB */
+static __thread struct memo_slot last[LAST_FRAMES] __attribute__((tls_model("initial-exec")));
 
 static struct raw_slot *raw_codes;
 static uint32_t next_code_id; /* atomic */
 
 /* ---- reading memory ---- */
-
-#define HOT static inline __attribute__((always_inline))
 
 static bool rd_guarded(struct ct_py_walk *w, uintptr_t addr, void *dst, size_t n)
 {
@@ -476,6 +504,79 @@ HOT bool frame_offset(struct ct_py_walk *w, const struct ct_py_layout *L, const 
 }
 
 /*
+ * The steady state of a trusted walk: the frames from `frame` outwards
+ * that are where the thread's last walk saw them, at the same position,
+ * running the same code object (the same co_version from 3.12) at the same
+ * instruction, recorded as they were then. Stops at the first that is not
+ * (walk_frames takes it, then comes back here) and returns it; 0 at the
+ * end of the chain. *n as in walk_frames.
+ *
+ * Its loop needs no count of steps: every frame it passes is recorded, so
+ * n bounds it, but for 3.12+'s shims; each of those lies under a frame
+ * its eval loop began, so more shims than frames recorded are a chain
+ * walk_frames must look at (and count).
+ */
+HOT uintptr_t walk_same(struct ct_py_walk *w, const struct ct_py_layout *L, const uint8_t kind,
+                        uintptr_t frame, uint64_t *out, int *n_io, int max)
+{
+    const bool safe = false; /* plain loads: a trusted layout */
+    /* The offsets in locals: the stores of the walk cannot clobber them
+     * (the build has -fno-strict-aliasing), so they need no reload. */
+    const uintptr_t code_mask = ~(uintptr_t)L->code_tag_bits;
+    const uint16_t fr_previous = L->fr_previous, fr_owner = L->fr_owner, fr_code = L->fr_code,
+                   fr_instr = L->fr_instr, fr_is_entry = L->fr_is_entry, co_version = L->co_version;
+    const uint8_t owner_cstack = L->owner_cstack;
+    if (max > LAST_FRAMES)
+        max = LAST_FRAMES;
+    /* Pointers stepped together rather than indexes: the loop is the walk's
+     * whole cost in the steady state. */
+    uint64_t *o = out + *n_io, *const end = out + max;
+    struct memo_slot *m = &last[*n_io];
+    int shims = 0;
+    while (frame && o < end && !(frame & 7)) {
+        uintptr_t previous = rd_ptr(w, safe, frame + fr_previous);
+        if (kind == CT_PY_ENTRY_SHIM && rd_u8(w, safe, frame + fr_owner) >= owner_cstack) {
+            if (++shims > o - out + 1)
+                break;
+            if (o > out) /* the shim's frame above began an eval loop */
+                o[-1] |= CT_PYFRAME_ENTRY;
+            frame = previous;
+            continue;
+        }
+        uintptr_t code = rd_ptr(w, safe, frame + fr_code) & code_mask;
+        uintptr_t instr = kind == CT_PY_ENTRY_EVERY ? (uintptr_t)rd_i32(w, safe, frame + fr_instr)
+                                                    : rd_ptr(w, safe, frame + fr_instr);
+        /* m->code is never 0: its co_version may be read once they agree. */
+        if (__builtin_expect(m->frame != frame || m->code != code || m->instr != instr, 0)) {
+            /* Another frame at this position than last time: the memo may
+             * know it (a function calling CUDA from several places). */
+            uint32_t version = 0;
+            if (kind == CT_PY_ENTRY_SHIM && code)
+                rd(w, safe, code + co_version, &version, sizeof version);
+            struct memo_slot *set = memo_set(memo, frame, instr);
+            const struct memo_slot *hit =
+                memo_is(&set[0], kind, frame, code, instr, version)   ? &set[0]
+                : memo_is(&set[1], kind, frame, code, instr, version) ? &set[1]
+                                                                      : NULL;
+            if (!hit)
+                break;
+            *m = *hit;
+        } else if (kind == CT_PY_ENTRY_SHIM) {
+            uint32_t version;
+            rd(w, safe, code + co_version, &version, sizeof version);
+            if (version != m->version)
+                break;
+        }
+        bool flagged = kind == CT_PY_ENTRY_FLAG && rd_u8(w, safe, frame + fr_is_entry);
+        *o++ = m->word | (flagged ? CT_PYFRAME_ENTRY : 0);
+        m++;
+        frame = previous;
+    }
+    *n_io = (int)(o - out);
+    return frame;
+}
+
+/*
  * Walks the thread's frames; with `codes`, fills w->out with frames and
  * sends new code objects; without (the API check), fills code_out[] and
  * offset_out[] instead. Returns the frames found; w->failed on any doubt.
@@ -483,29 +584,35 @@ HOT bool frame_offset(struct ct_py_walk *w, const struct ct_py_layout *L, const 
 HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, uintptr_t tstate,
                     uintptr_t *code_out, uint32_t *offset_out)
 {
-    /* The walk's own copy of the layout and of its output pointer: loads
-     * through them cannot be clobbered by the stores of the walk itself,
-     * so the offsets stay in registers. */
-    const struct ct_py_layout layout = *w->L;
-    const struct ct_py_layout *L = &layout;
+    /* No copy of the layout (walk_same keeps what it needs in locals): the
+     * rest of the walk runs on a miss, where a reload matters little. */
+    const struct ct_py_layout *L = w->L;
     uint64_t *const out = w->out;
     if (w->safe && !out)
         ct_pywalk_check_thread(w, tstate); /* the API check's walk; raw_capture checks its own */
     uintptr_t frame = current_frame(w, L, safe, tstate);
     int n = 0;
     const int max = w->max;
-    struct memo_slot *const memos = memo; /* the thread's, found once */
-    int steps = 4 * max + 64;             /* shims and unbegun frames are not counted in n */
-    while (frame && n < max && !w->failed) {
+    struct memo_slot(*const memos)[2] = memo; /* the thread's, found once */
+    const bool memoize = !safe && out;        /* a trusted walk that records */
+    int steps = 4 * max + 64;                 /* shims and unbegun frames are not counted in n */
+    /* Plain loads cannot fail: only a guarded walk has to look at w->failed
+     * after each read; every failure of a plain walk breaks out at once. */
+    while (frame && n < max && (!safe || !w->failed)) {
+        if (memoize) {
+            frame = walk_same(w, L, kind, frame, out, &n, max);
+            if (!frame || n >= max)
+                break;
+        }
         if (--steps < 0 || (frame & 7)) {
             fail(w, steps < 0 ? "a frame chain that does not end" : "a misaligned frame");
             break;
         }
-        uint8_t owner = kind != CT_PY_ENTRY_EVERY ? rd_u8(w, safe, frame + L->fr_owner) : 0;
+        uint8_t owner = kind == CT_PY_ENTRY_SHIM ? rd_u8(w, safe, frame + L->fr_owner) : 0;
         uintptr_t previous = rd_ptr(w, safe, frame + L->fr_previous);
         if (kind == CT_PY_ENTRY_SHIM && owner >= L->owner_cstack) {
             /* The C stack's entry shim: the frame above it began an eval loop. */
-            if (n > 0 && kind == CT_PY_ENTRY_SHIM && out)
+            if (n > 0 && out)
                 out[n - 1] |= CT_PYFRAME_ENTRY;
             frame = previous;
             continue;
@@ -514,31 +621,39 @@ HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, u
         struct memo_slot *m = NULL;
         uintptr_t instr = 0;
         uint32_t version = 0;
-        if (!safe && out) {
+        if (memoize) {
             instr = kind == CT_PY_ENTRY_EVERY ? (uintptr_t)rd_i32(w, safe, frame + L->fr_instr)
                                               : rd_ptr(w, safe, frame + L->fr_instr);
             if (kind == CT_PY_ENTRY_SHIM && code)
                 rd(w, safe, code + L->co_version, &version, sizeof version);
-            m = &memos[((uint64_t)frame >> 3) % MEMO_SLOTS];
-            if (m->frame == frame && m->code == code && m->instr == instr &&
-                m->version == version) {
+            m = memo_set(memos, frame, instr);
+            const struct memo_slot *hit = memo_is(&m[0], kind, frame, code, instr, version) ? &m[0]
+                                          : memo_is(&m[1], kind, frame, code, instr, version)
+                                              ? &m[1]
+                                              : NULL;
+            if (hit) {
+                if (n < LAST_FRAMES)
+                    last[n] = *hit;
                 bool flagged = kind == CT_PY_ENTRY_FLAG && rd_u8(w, safe, frame + L->fr_is_entry);
-                out[n++] = m->word | (flagged ? CT_PYFRAME_ENTRY : 0);
+                out[n++] = hit->word | (flagged ? CT_PYFRAME_ENTRY : 0);
                 frame = previous;
                 continue;
             }
         }
+        if (kind == CT_PY_ENTRY_FLAG)
+            owner = rd_u8(w, safe, frame + L->fr_owner);
         if (!is_type(w, L, safe, code, w->types->code)) {
             fail(w, "a frame whose code is not a code object");
             break;
         }
         uint32_t offset;
-        if (!frame_offset(w, L, safe, kind, frame, code, owner, &offset)) {
+        bool begun = frame_offset(w, L, safe, kind, frame, code, owner, &offset);
+        if (w->failed)
+            break;
+        if (!begun) {
             frame = previous;
             continue;
         }
-        if (w->failed)
-            break;
         if (!out) {
             code_out[n] = code;
             offset_out[n] = offset;
@@ -550,13 +665,17 @@ HOT int walk_frames(struct ct_py_walk *w, const bool safe, const uint8_t kind, u
             if (w->failed)
                 break;
             uint64_t word = CT_PYFRAME(id, CT_PYFRAME_INSTR | (offset & CT_PYFRAME_VALUE_MASK));
-            if (m && id) /* named: the same frame will be recorded the same way */
-                *m = (struct memo_slot){.frame = frame,
-                                        .code = code,
-                                        .instr = instr,
-                                        .version = version,
-                                        .word = word |
-                                                (kind == CT_PY_ENTRY_EVERY ? CT_PYFRAME_ENTRY : 0)};
+            if (m && id) {   /* named: the same frame will be recorded the same way */
+                m[1] = m[0]; /* the older way goes */
+                m[0] = (struct memo_slot){
+                    .frame = frame,
+                    .code = code,
+                    .instr = instr,
+                    .version = version,
+                    .word = word | (kind == CT_PY_ENTRY_EVERY ? CT_PYFRAME_ENTRY : 0)};
+                if (n < LAST_FRAMES)
+                    last[n] = m[0];
+            }
             out[n++] = word | (entry ? CT_PYFRAME_ENTRY : 0);
         }
         frame = previous;
@@ -690,6 +809,7 @@ bool ct_pywalk_code_info(struct ct_py_walk *w, uintptr_t code, uint32_t offset, 
 void ct_pywalk_after_fork_child(void)
 {
     memset(memo, 0, sizeof memo);
+    memset(last, 0, sizeof last);
     /* Zero pages on next touch: the child's trace has none of the names. */
     if (raw_codes)
         madvise(raw_codes, CODE_SLOTS * sizeof(struct raw_slot), MADV_DONTNEED);
