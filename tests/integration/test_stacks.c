@@ -627,6 +627,8 @@ START_TEST(test_ring_keeps_stacks_of_a_killed_process)
     ck_assert_uint_eq(list_traces(&w, &files), 1);
     sqlite3 *locker = tsql_open(files[0], SQLITE_OPEN_READWRITE);
     free_list(files, 1);
+    /* the writer may still be in its first commits on a loaded machine */
+    sqlite3_busy_timeout(locker, 10000);
     ck_assert_int_eq(sqlite3_exec(locker, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
     FILE *f = fopen(go, "w");
     fclose(f);
