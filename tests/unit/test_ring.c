@@ -14,6 +14,7 @@
 
 #include "cutrace/ring.h"
 #include "suites.h"
+#include "testutil.h"
 
 static bool alive(void)
 {
@@ -456,10 +457,13 @@ START_TEST(test_ring_formatted_in_two_steps_is_the_whole_format)
     ck_assert_ptr_nonnull(whole);
     ct_ring_format(whole, CAP, &owner);
 
-    char path[] = "/tmp/cutrace-ring-XXXXXX";
-    int fd = mkstemp(path);
+    char *dir = tu_tmpdir(), *path = tu_empty_file(dir, "ring");
+    int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
     unlink(path);
+    rmdir(dir);
+    free(path);
+    free(dir);
     ck_assert_int_eq(ftruncate(fd, (off_t)bytes), 0);
     ck_assert_int_eq(ct_ring_format_file(fd, CAP, &owner, READY), 0);
     void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
