@@ -203,7 +203,7 @@ static void rank_section(FILE *out, const struct budget_analysis *r, size_t job,
     fputs("</table>\n", out);
     if (r->o->framework != BUDGET_SGLANG || rk->nrows == 0)
         return;
-    fputs("<table class=\"parts\"><tr><th>part</th><th>when</th><th class=\"n\">bytes</th>"
+    fputs("<table class=\"parts\"><tr><th>part</th><th>when</th><th class=\"n\">size</th>"
           "<th class=\"n\">cost to rest</th></tr>\n",
           out);
     for (size_t i = 0; i < rk->nrows; i++) {

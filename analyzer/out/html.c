@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The length of the valid UTF-8 sequence at s (1-4), 0 when invalid. */
@@ -179,8 +180,30 @@ int html_page_end(FILE *out)
     return fflush(out) != 0 || ferror(out) ? -1 : 0;
 }
 
+/* A path that is a symbolic link or something other than a regular file
+ * (/dev/stdout, a pipe) is written in place: renaming onto it would replace
+ * the link or the device itself. */
+static int write_in_place(const char *path, int (*write)(FILE *out, void *ctx), void *ctx)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        cli_error(path, "cannot write: %s", strerror(errno));
+        return -1;
+    }
+    int written = write(out, ctx);
+    bool failed = ferror(out) != 0;
+    if (fclose(out) != 0 || failed || (written != 0 && written != -1)) {
+        cli_error(path, "cannot write the page");
+        return -1;
+    }
+    return written == 0 ? 0 : -1;
+}
+
 int html_write_file(const char *path, int (*write)(FILE *out, void *ctx), void *ctx)
 {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return write_in_place(path, write, ctx);
     char *tmp = xasprintf("%s.tmp", path);
     FILE *out = fopen(tmp, "w");
     if (!out) {
