@@ -11,6 +11,8 @@
 #                      frames themselves are the integration suite `pyframes`
 #   layout-check       no include circles in the analyzer or the preload
 #                      (tests/layout/check_includes.py)
+#   browser-check      the HTML reports rendered by chromium (tests/browser/;
+#                      skipped, visibly, where chromium cannot be installed)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
@@ -56,7 +58,12 @@ layout-check:
 	@echo "== include circles"
 	@python3 tests/layout/check_includes.py
 
-.PHONY: layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
+# The pages are made from the demo's two runs: after demo-check, never beside it.
+browser-check: demo-check
+	@echo "== HTML reports in a browser (chromium headless)"
+	@tests/browser/check_report.sh $(BUILD)
+
+.PHONY: browser-check layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
 
 python-tests: python-layout-check python-pylines-check
 
@@ -167,5 +174,5 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory layout-check unit-tests fake-tests analyzer-tests python-tests \
-		integration-tests gpu-script-check demo-check bench-check
+		integration-tests gpu-script-check demo-check browser-check bench-check
 	@echo "== all tests passed"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # chromium.sh - sourced by the browser tests: finds Debian's chromium, or
 # installs it (apt-get install -y chromium) when run as root where apt
 # works, and runs it headless. It is an optional test tool, never a
