@@ -25,6 +25,10 @@
 #define PAD_B          24
 #define DIFF_LABELS    40 /* steps labelled per chart; past it every n-th */
 #define DIFF_MAX_PAIRS 16 /* charts drawn; the tables list every pair */
+/* Rows of the tables: a 10^6-event run has 10^5 allocation groups that
+ * differ; the rest are in `cutrace diff --csv=allocations` and --json. */
+#define DIFF_MAX_ALLOC_ROWS 200
+#define DIFF_MAX_STEP_ROWS  500
 
 static int64_t step_traced(const struct diff *d, const struct diff_pair *p,
                            const struct diff_step *s, int side, bool *has)
@@ -118,7 +122,8 @@ static void pair_table(FILE *out, const struct diff *d, size_t pi)
           "<th class=\"n\">B traced</th><th class=\"n\">B - A</th><th class=\"n\">A free</th>"
           "<th class=\"n\">B free</th></tr>\n",
           out);
-    for (size_t i = 0; i < p->nsteps; i++) {
+    size_t rows = p->nsteps < DIFF_MAX_STEP_ROWS ? p->nsteps : DIFF_MAX_STEP_ROWS;
+    for (size_t i = 0; i < rows; i++) {
         const struct diff_step *s = &p->steps[i];
         const struct diff_milestone *a = diff_step_ms(d, p, s, DIFF_A);
         const struct diff_milestone *b = diff_step_ms(d, p, s, DIFF_B);
@@ -140,6 +145,9 @@ static void pair_table(FILE *out, const struct diff *d, size_t pi)
         fputs("</tr>\n", out);
     }
     fputs("</table>\n", out);
+    if (rows < p->nsteps)
+        html_textf(out, "%zu more milestones: cutrace diff --csv=milestones lists them all.",
+                   p->nsteps - rows);
 }
 
 static void allocations(FILE *out, const struct diff *d)
@@ -152,7 +160,8 @@ static void allocations(FILE *out, const struct diff *d)
           "<th class=\"n\">size</th><th>category</th><th class=\"n\">count A</th>"
           "<th class=\"n\">count B</th><th class=\"n\">bytes B - A</th></tr>\n",
           out);
-    for (size_t i = 0; i < d->nallocs; i++) {
+    size_t rows = d->nallocs < DIFF_MAX_ALLOC_ROWS ? d->nallocs : DIFF_MAX_ALLOC_ROWS;
+    for (size_t i = 0; i < rows; i++) {
         const struct diff_alloc_row *r = &d->allocs[i];
         char b[DIFF_SIZE_BUF], dt[DIFF_SIZE_BUF];
         fputs("<tr><td>", out);
@@ -174,6 +183,11 @@ static void allocations(FILE *out, const struct diff *d)
         fputs("</td></tr>\n", out);
     }
     fputs("</table>\n", out);
+    if (rows < d->nallocs)
+        html_textf(out,
+                   "%zu more groups, each of less impact: cutrace diff --csv=allocations "
+                   "lists them all.",
+                   d->nallocs - rows);
 }
 
 void report_diff(FILE *out, const struct diff *d)

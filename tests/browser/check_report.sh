@@ -6,7 +6,9 @@
 # loaded and its DOM dumped; check_page.py then checks that no script
 # failed, that every chart's paths are non-empty and drawn, that nothing
 # reaches outside the page, and that every number the report page shows
-# equals `cutrace budget --json`'s. Screenshots are kept in BUILD/browser/
+# equals `cutrace budget --json`'s. Then the same on a 10^6-event run (two,
+# for the diff) from bench/genrun, whose pages must stay under 8 MiB: the
+# charts are downsampled, the tables capped. Screenshots are kept in BUILD/browser/
 # for people to look at. Without chromium it prints "skipped: chromium:
 # WHY" and exits 0: skipped, visibly, never passed.
 #
@@ -78,6 +80,31 @@ done
 "$cutrace" diff "$build/demo/baseline" "$build/demo/custom-ar" --framework sglang \
     --html "$out/diff.html"
 check_page "$out/diff.html" diff --charts 8
+
+# A 10^6-event run and its variant (bench/genrun.c): the pages stay small
+# and still render.
+genrun="$build/bench/genrun"
+if [[ -x $genrun ]]; then
+    "$genrun" 1000000 "$out/big" >/dev/null
+    "$genrun" -v 1000000 "$out/big-variant" >/dev/null
+    "$cutrace" report "$out/big" --framework sglang -o "$out/report-big.html"
+    "$cutrace" budget "$out/big" --framework sglang --json >"$out/budget-big.json"
+    "$cutrace" diff "$out/big" "$out/big-variant" --framework sglang --html "$out/diff-big.html"
+    for page in report-big diff-big; do
+        size=$(stat -c %s "$out/$page.html")
+        if ((size > 8 << 20)); then
+            echo "browser: $page: $size bytes for a 10^6-event run (over 8 MiB)" >&2
+            failures=$((failures + 1))
+        fi
+    done
+    check_page "$out/report-big.html" report-big --charts 16 --budget "$out/budget-big.json" \
+        --min-numbers 52
+    check_page "$out/diff-big.html" diff-big --charts 8
+    rm -rf "$out/big" "$out/big-variant"
+else
+    echo "browser: $genrun is not built: the 10^6-event pages are not checked" >&2
+    failures=$((failures + 1))
+fi
 
 if ((failures)); then
     echo "browser: $failures page(s) failed; pages, DOMs and logs are in $out" >&2
