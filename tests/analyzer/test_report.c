@@ -20,6 +20,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* dir/name, malloc'd. */
+static char *join(const char *dir, const char *name)
+{
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+    return path;
+}
+
 static char *escaped(const char *s)
 {
     char *buf = NULL;
@@ -176,10 +184,10 @@ START_TEST(test_report_hostile_trace)
 {
     char *dir = scratch_dir();
     char *traces = NULL, *page_path = NULL;
-    ck_assert_int_ge(asprintf(&traces, "%s/run", dir), 0);
+    traces = join(dir, "run");
     ck_assert_int_eq(mkdir(traces, 0755), 0);
     free(hostile_trace(traces, 4242, 0));
-    ck_assert_int_ge(asprintf(&page_path, "%s/report.html", dir), 0);
+    page_path = join(dir, "report.html");
     char *before = listing(traces);
     const char *args[] = {"report", traces, "-o", page_path, NULL};
     struct proc_result r = run_cutrace(args, NULL);
@@ -213,8 +221,8 @@ START_TEST(test_report_hostile_trace)
     proc_result_free(&r);
     /* a symbolic link is written through, never replaced */
     char *target = NULL, *link = NULL;
-    ck_assert_int_ge(asprintf(&target, "%s/target.html", dir), 0);
-    ck_assert_int_ge(asprintf(&link, "%s/link.html", dir), 0);
+    target = join(dir, "target.html");
+    link = join(dir, "link.html");
     write_file(target, "old", 3);
     ck_assert_int_eq(symlink(target, link), 0);
     const char *to_link[] = {"report", traces, "-o", link, NULL};
@@ -241,9 +249,9 @@ START_TEST(test_diff_html)
 {
     char *dir = scratch_dir();
     char *a = NULL, *b = NULL, *page_path = NULL;
-    ck_assert_int_ge(asprintf(&a, "%s/a", dir), 0);
-    ck_assert_int_ge(asprintf(&b, "%s/b", dir), 0);
-    ck_assert_int_ge(asprintf(&page_path, "%s/diff.html", dir), 0);
+    a = join(dir, "a");
+    b = join(dir, "b");
+    page_path = join(dir, "diff.html");
     ck_assert_int_eq(mkdir(a, 0755), 0);
     ck_assert_int_eq(mkdir(b, 0755), 0);
     free(hostile_trace(a, 100, 0));
@@ -277,7 +285,7 @@ START_TEST(test_report_errors)
 {
     char *dir = scratch_dir();
     char *traces = NULL, *nowhere = NULL, *page_path = NULL;
-    ck_assert_int_ge(asprintf(&traces, "%s/run", dir), 0);
+    traces = join(dir, "run");
     ck_assert_int_eq(mkdir(traces, 0755), 0);
     free(hostile_trace(traces, 4242, 0));
     const char *no_output[] = {"report", traces, NULL};
@@ -285,13 +293,13 @@ START_TEST(test_report_errors)
     assert_usage_line(&r, "cutrace report: -o FILE is required");
     proc_result_free(&r);
 
-    ck_assert_int_ge(asprintf(&page_path, "%s/page.html", dir), 0);
+    page_path = join(dir, "page.html");
     const char *no_dir[] = {"report", "-o", page_path, NULL};
     r = run_cutrace(no_dir, NULL);
     assert_usage_line(&r, "missing trace directory");
     proc_result_free(&r);
 
-    ck_assert_int_ge(asprintf(&nowhere, "%s/missing", dir), 0);
+    nowhere = join(dir, "missing");
     const char *missing[] = {"report", nowhere, "-o", page_path, NULL};
     r = run_cutrace(missing, NULL);
     ck_assert_int_eq(r.status, 1);
@@ -300,7 +308,7 @@ START_TEST(test_report_errors)
     ck_assert_int_ne(access(page_path, F_OK), 0);
 
     char *unwritable = NULL;
-    ck_assert_int_ge(asprintf(&unwritable, "%s/no/such/dir/page.html", dir), 0);
+    unwritable = join(dir, "no/such/dir/page.html");
     const char *bad_out[] = {"report", traces, "-o", unwritable, NULL};
     r = run_cutrace(bad_out, NULL);
     ck_assert_int_eq(r.status, 1);
@@ -309,7 +317,7 @@ START_TEST(test_report_errors)
 
     /* a trace that is not one: one line naming it, no page */
     char *junk = NULL;
-    ck_assert_int_ge(asprintf(&junk, "%s/junk.db", dir), 0);
+    junk = join(dir, "junk.db");
     write_file(junk, "not a trace", 11);
     const char *bad_trace[] = {"report", junk, "-o", page_path, NULL};
     r = run_cutrace(bad_trace, NULL);

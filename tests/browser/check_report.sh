@@ -77,6 +77,20 @@ for run in baseline custom-ar; do
     check_page "$out/report-$run.html" "report-$run" --charts 16 \
         --budget "$out/budget-$run.json" --min-numbers 52
 done
+# vLLM's waterfall: the simulated server of the demo as vLLM starts (examples/README.md)
+fake=$(cd "$build/fake" && pwd)
+(
+    export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CUTRACE_FAKE_GPUS=8 CUTRACE_FAKE_GPU_MEM=96G CUTRACE_FAKE_STATE="$out/vllm.gpu-state"
+    "$cutrace" run -o "$out/vllm" -- "$build/examples/tp_server_sim" --framework vllm --tp 8 \
+        >"$out/vllm.log" 2>&1
+) || { echo "browser: the vLLM run failed: $out/vllm.log" >&2; exit 1; }
+"$cutrace" report "$out/vllm" --framework vllm -o "$out/report-vllm.html"
+"$cutrace" budget "$out/vllm" --framework vllm --json >"$out/budget-vllm.json"
+# per rank its seven numbers, and the job's available bytes
+check_page "$out/report-vllm.html" report-vllm --charts 16 --budget "$out/budget-vllm.json" \
+    --min-numbers 57
+
 "$cutrace" diff "$build/demo/baseline" "$build/demo/custom-ar" --framework sglang \
     --html "$out/diff.html"
 check_page "$out/diff.html" diff --charts 8
