@@ -47,12 +47,14 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
-    "                                (and every other option of `cutrace budget`\n"
-    "                                but --pre, --post and the formats)\n" CLI_HELP_HELP "\n"
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_HELP_HELP "\n"
+    "The other options of `cutrace budget` (--page-size, --max-total-tokens,\n"
+    "--server-version, ...) are taken too, but --pre, --post and the formats.\n"
+    "\n"
     "exit status:\n"
     "  0  the page was written\n"
-    "  1  bad input: a trace that cannot be used, or FILE cannot be written\n"
+    "  1  bad input: a trace that cannot be used, a budget that cannot be\n"
+    "     replayed as asked, or FILE cannot be written\n"
     "  2  usage error: a wrong option or argument\n";
 
 struct report_options {
