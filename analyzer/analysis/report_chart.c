@@ -161,8 +161,7 @@ static char *row_label(const struct gm_model *m, const struct row *r)
         return xstrdup(ms_tag_key((enum ms_tag)r->tag));
     if (r->kind == MS_FAILED)
         return NULL;
-    const struct gm_event *e = timeline_row_event(m, r);
-    (void)e;
+    (void)m;
     return ms_name(r->kind, r->n, NULL);
 }
 
@@ -229,12 +228,19 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
         snprintf(cls, sizeof(cls), "c%d", c);
         struct svg_path p;
         svg_path_begin(&p, out, cls);
-        for (size_t i = 0; i < n; i++)
-            svg_path_point(&p, svg_map(&xs, (double)s[i].t_ns),
-                           svg_map(&ys, (double)stacked(s[i].live, c + 1)));
-        for (size_t i = n; i-- > 0;)
-            svg_path_point(&p, svg_map(&xs, (double)s[i].t_ns),
-                           svg_map(&ys, (double)stacked(s[i].live, c)));
+        /* steps: memory stays as it is until the next sample changes it */
+        for (size_t i = 0; i < n; i++) {
+            double x = svg_map(&xs, (double)s[i].t_ns);
+            if (i > 0)
+                svg_path_point(&p, x, svg_map(&ys, (double)stacked(s[i - 1].live, c + 1)));
+            svg_path_point(&p, x, svg_map(&ys, (double)stacked(s[i].live, c + 1)));
+        }
+        for (size_t i = n; i-- > 0;) {
+            double x = svg_map(&xs, (double)s[i].t_ns);
+            svg_path_point(&p, x, svg_map(&ys, (double)stacked(s[i].live, c)));
+            if (i > 0)
+                svg_path_point(&p, x, svg_map(&ys, (double)stacked(s[i - 1].live, c)));
+        }
         svg_path_close(&p);
         svg_path_end(&p, gm_category_label((enum gm_category)c));
     }
@@ -246,6 +252,7 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
         for (int which = 0; which < 2; which++) {
             struct svg_path p;
             svg_path_begin(&p, out, which ? "unexpl" : "used");
+            double last_y = 0;
             for (size_t i = 0; i < g->nrows; i++) {
                 const struct row *r = &g->rows[i];
                 if (r->kind != MS_MEASUREMENT)
@@ -253,8 +260,13 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
                 const struct gm_event *e = timeline_row_event(m, r);
                 int64_t used = gm_sub(e->b, e->a);
                 int64_t v = which ? gm_sub(used, gm_traced(r->live)) : used;
-                svg_path_point(&p, svg_map(&xs, (double)e->t_ns),
-                               svg_map(&ys, (double)(v > 0 ? v : 0)));
+                double x = svg_map(&xs, (double)e->t_ns);
+                double y = svg_map(&ys, (double)(v > 0 ? v : 0));
+                /* what a measurement saw holds until the next one says otherwise */
+                if (p.points > 0)
+                    svg_path_point(&p, x, last_y);
+                svg_path_point(&p, x, y);
+                last_y = y;
             }
             svg_path_end(&p, which ? "unexplained: used - traced, at each measurement"
                                    : "used: total - free, at each measurement");
@@ -262,6 +274,7 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     }
     /* milestones and failures, with their exact values */
     size_t drawn = 0, failed_hidden = 0;
+    double last_label = -1e9; /* labels closer than a line of text would overprint */
     for (size_t i = 0; i < g->nrows; i++) {
         const struct row *r = &g->rows[i];
         if (drawn >= REPORT_MAX_MILESTONES) {
@@ -277,8 +290,10 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
         } else {
             svg_line(out, x, MARGIN_T, x, CHART_H - MARGIN_B, "ms", title);
             char *text = row_label(m, r);
-            if (text)
+            if (text && x - last_label >= 12) {
                 svg_text(out, x + 3, MARGIN_T + 4, "start", 90, text);
+                last_label = x;
+            }
             free(text);
         }
         free(title);
