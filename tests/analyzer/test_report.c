@@ -98,6 +98,15 @@ static char *hostile_trace(const char *dir, int64_t pid, int64_t extra)
     return path;
 }
 
+/* dir/name, made, holding one hostile_trace. Malloc'd. */
+static char *traced_dir(const char *dir, const char *name, int64_t pid, int64_t extra)
+{
+    char *path = join(dir, name);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    free(hostile_trace(path, pid, extra));
+    return path;
+}
+
 static char *read_all(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -184,9 +193,7 @@ START_TEST(test_report_hostile_trace)
 {
     char *dir = scratch_dir();
     char *traces = NULL, *page_path = NULL;
-    traces = join(dir, "run");
-    ck_assert_int_eq(mkdir(traces, 0755), 0);
-    free(hostile_trace(traces, 4242, 0));
+    traces = traced_dir(dir, "run", 4242, 0);
     page_path = join(dir, "report.html");
     char *before = listing(traces);
     const char *args[] = {"report", traces, "-o", page_path, NULL};
@@ -249,13 +256,9 @@ START_TEST(test_diff_html)
 {
     char *dir = scratch_dir();
     char *a = NULL, *b = NULL, *page_path = NULL;
-    a = join(dir, "a");
-    b = join(dir, "b");
+    a = traced_dir(dir, "a", 100, 0);
+    b = traced_dir(dir, "b", 200, 4); /* 4 more allocations of 64 MiB */
     page_path = join(dir, "diff.html");
-    ck_assert_int_eq(mkdir(a, 0755), 0);
-    ck_assert_int_eq(mkdir(b, 0755), 0);
-    free(hostile_trace(a, 100, 0));
-    free(hostile_trace(b, 200, 4)); /* 4 more allocations of 64 MiB */
     const char *args[] = {"diff", a, b, "--html", page_path, NULL};
     struct proc_result r = run_cutrace(args, NULL);
     ck_assert_msg(r.status == 0, "diff --html: %d\n%s", r.status, r.err);
@@ -285,9 +288,7 @@ START_TEST(test_report_errors)
 {
     char *dir = scratch_dir();
     char *traces = NULL, *nowhere = NULL, *page_path = NULL;
-    traces = join(dir, "run");
-    ck_assert_int_eq(mkdir(traces, 0755), 0);
-    free(hostile_trace(traces, 4242, 0));
+    traces = traced_dir(dir, "run", 4242, 0);
     const char *no_output[] = {"report", traces, NULL};
     struct proc_result r = run_cutrace(no_output, NULL);
     assert_usage_line(&r, "cutrace report: -o FILE is required");
