@@ -16,7 +16,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
 UNIT_CORE := ring store writer envcap procinfo ancestry warn thread tracefile tracedir sqlfiles redact modmap \
-             objects pylines sigfree unwpipe
+             objects pylines sigfree unwpipe resolve
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
