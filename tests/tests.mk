@@ -20,7 +20,7 @@ UNIT_CORE := ring store writer envcap procinfo ancestry warn thread tracefile tr
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
-             $(UNIT_ANALYZER:%=analyzer/symbols/%.c)
+             $(UNIT_ANALYZER:%=analyzer/symbols/%.c) $(SCHEMA_IMAGE_C)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
 define unit_variant
@@ -28,6 +28,8 @@ define unit_variant
 $(1)/unit/%.o: %.c
 	@mkdir -p $$(@D)
 	$$(CC) $$(ALL_CFLAGS) $(2) $$(CHECK_CFLAGS) -Ianalyzer -MMD -MP -c $$< -o $$@
+
+$(1)/unit/$(SCHEMA_IMAGE_C:.c=.o): ALL_CFLAGS += -Ipreload/core
 
 $(1)/unit_tests: $$(UNIT_SRC:%.c=$(1)/unit/%.o)
 	$$(CC) $(2) -o $$@ $$^ $$(UNIT_LIBS)
