@@ -187,6 +187,12 @@ def main():
         if code not in commands.get("run", ""):
             fail("cutrace run's section does not give exit status %s" % code)
 
+    version = re.search(r"^VERSION\s*:=\s*(\S+)", open(os.path.join(ROOT, "Makefile")).read(), re.M)
+    th = re.search(r"^\.TH .*$", page, re.M)
+    if not version or not th or '"cutrace %s"' % version.group(1) not in th.group(0):
+        fail("the .TH line (%s) does not say the Makefile's version (%s)"
+             % (th and th.group(0), version and version.group(1)))
+
     check_render()
     if failures:
         print("check-man: %d problem(s) in man/cutrace.1" % len(failures), file=sys.stderr)
