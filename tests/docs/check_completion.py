@@ -19,20 +19,17 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_man  # noqa: E402
+from problems import Problems  # noqa: E402
 
 ROOT = check_man.ROOT
 SCRIPT = os.path.join(ROOT, "completions", "cutrace.bash")
-failures = []
+problems = Problems("check-completion")
+fail = problems.fail
 
 
-def fail(msg):
-    failures.append(msg)
-    print("check-completion: " + msg, file=sys.stderr)
-
-
-def complete(cutrace, words, cwd=None):
+def complete(cutrace, words, cwd=None, prelude=""):
     """COMPREPLY for the command line `words` (the last one being completed)."""
-    script = (
+    script = prelude + (
         'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
         'COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; COMPREPLY=(); _cutrace; '
         'printf "%s\\n" "${COMPREPLY[@]}"'
@@ -56,7 +53,6 @@ def expect_includes(words, got, want):
 
 
 def main():
-    sys.stdout.reconfigure(line_buffering=True)
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     cc = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("CC", "cc")
     cutrace = os.path.abspath(os.path.join(build, "cutrace"))
@@ -117,12 +113,16 @@ def main():
         got = complete(cutrace, ["run", "bash", "--"])
         if "--output" in got:
             fail("cutrace run bash --<TAB> offers cutrace's --output: %s" % got)
+        # with bash-completion loaded, CMD's own completion takes over from CMD's word on
+        # (COMP_WORDS[0] is cutrace: `run -o t bash` puts bash at 4)
+        stub = '_command_offset() { COMPREPLY=("offset:$1"); }; '
+        for words, at in ((["run", "bash", "-"], 2), (["run", "-o", "t", "bash", "x"], 4),
+                          (["run", "--", "bash", "x"], 3), (["run", "-o", "t", "--", "bash", "-c", ""], 5)):
+            expect_equal(words, complete(cutrace, words, prelude=stub), ["offset:%d" % at])
+    expect_equal(["nosuch", "--"], complete(cutrace, ["nosuch", "--"]), [])
 
-    if failures:
-        print("check-completion: %d problem(s) in completions/cutrace.bash" % len(failures), file=sys.stderr)
-        return 1
-    print("check-completion: ok (%d commands, %d options, values and paths)" % (len(table), checked))
-    return 0
+    return problems.finish("completions/cutrace.bash", "%d commands, %d options, values and paths"
+                           % (len(table), checked))
 
 
 if __name__ == "__main__":

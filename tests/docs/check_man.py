@@ -45,12 +45,11 @@ OPTION_RE = re.compile(
     r"\s*,\s*(?:\(\(void \*\)0\)|NULL|0|&\w+)\s*,"
 )
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from problems import Problems  # noqa: E402
 
-
-def fail(msg):
-    failures.append(msg)
-    print("check-man: " + msg, file=sys.stderr)
+problems = Problems("check-man")
+fail = problems.fail
 
 
 def table_commands():
@@ -120,7 +119,6 @@ def check_render():
 
 
 def main():
-    sys.stdout.reconfigure(line_buffering=True)
     cc = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CC", "cc")
     page = open(MAN).read()
     sections = man_sections(page)
@@ -194,11 +192,8 @@ def main():
              % (th and th.group(0), version and version.group(1)))
 
     check_render()
-    if failures:
-        print("check-man: %d problem(s) in man/cutrace.1" % len(failures), file=sys.stderr)
-        return 1
-    print("check-man: ok (%d commands, %d long options checked against the code)" % (len(table), checked))
-    return 0
+    return problems.finish("man/cutrace.1", "%d commands, %d long options checked against the code"
+                           % (len(table), checked))
 
 
 if __name__ == "__main__":

@@ -25,12 +25,11 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join(ROOT, "docs", "sql.md")
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from problems import Problems  # noqa: E402
 
-
-def fail(msg):
-    failures.append(msg)
-    print("check-sql: " + msg, file=sys.stderr)
+problems = Problems("check-sql")
+fail = problems.fail
 
 
 def library(v):
@@ -140,7 +139,6 @@ def check_rows(number, title, columns, rows):
 
 
 def main():
-    sys.stdout.reconfigure(line_buffering=True)
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
     found = queries()
     numbers = [n for n, _, _ in found]
@@ -181,12 +179,8 @@ def main():
             fail("the queries changed the pack")
     if not cli:
         print("check-sql: skipped: the sqlite3 command: not installed (Python's sqlite3 ran every query)")
-    if failures:
-        print("check-sql: %d problem(s) in docs/sql.md" % len(failures), file=sys.stderr)
-        return 1
-    print("check-sql: ok (%d queries of docs/sql.md on a packed run%s)" % (len(found), ", also with sqlite3"
-                                                                         if cli else ""))
-    return 0
+    return problems.finish("docs/sql.md", "%d queries of docs/sql.md on a packed run%s"
+                           % (len(found), ", also with sqlite3" if cli else ""))
 
 
 if __name__ == "__main__":
