@@ -85,8 +85,10 @@ def main():
 
     expect_equal(["budget", "--framework", ""], complete(cutrace, ["budget", "--framework", ""]),
                  ["sglang", "vllm"])
-    expect_equal(["summary", "--csv="], complete(cutrace, ["summary", "--csv="]),
-                 ["--csv=processes", "--csv=gpus", "--csv=apis", "--csv=memory"])
+    for name in table:
+        tables = check_man.code_csv_tables(cc, name)
+        if tables:
+            expect_equal([name, "--csv="], complete(cutrace, [name, "--csv="]), ["--csv=" + t for t in tables])
     # readline splits "--csv=pa" at '=' by default (COMP_WORDBREAKS)
     expect_equal(["collectives", "--csv", "=", "p"], complete(cutrace, ["collectives", "--csv", "=", "p"]),
                  ["pairs", "problems"])
