@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # make test writes nothing into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_man  # noqa: E402
 from problems import Problems  # noqa: E402

@@ -14,6 +14,10 @@
   or, for the shared report options, the section says it takes "the filter
   options" / "the format options" and REPORT OPTIONS documents them;
 - no section names a long option its command does not have;
+- each command's --csv tables, as its section lists them, are its
+  csv_tables[] in the code, in order (the first is the default);
+- EXIT STATUS gives 0 to 3, run's section 125 to 127, and .TH says the
+  Makefile's VERSION;
 - the page renders without a warning: groff -man -ww (when groff is
   installed), and man -l (when man is).
 
@@ -45,6 +49,7 @@ OPTION_RE = re.compile(
     r"\s*,\s*(?:\(\(void \*\)0\)|NULL|0|&\w+)\s*,"
 )
 
+sys.dont_write_bytecode = True  # make test writes nothing into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from problems import Problems  # noqa: E402
 

@@ -25,6 +25,7 @@ import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join(ROOT, "docs", "sql.md")
+sys.dont_write_bytecode = True  # make test writes nothing into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from problems import Problems  # noqa: E402
 
