@@ -169,5 +169,5 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory layout-check unit-tests fake-tests analyzer-tests python-tests \
-		integration-tests gpu-script-check demo-check bench-check
+		integration-tests gpu-script-check demo-check bench-check docs-tests
 	@echo "== all tests passed"
