@@ -5,7 +5,8 @@ Reads the DOM chromium dumped (--dump-dom) of a copy of the page with
 probe_head.html and probe_tail.html inserted, takes the probe's JSON from
 <pre id="cutrace-probe">, and checks: no script error (from the probe and
 from chromium's console log), every chart has paths and each path has a
-non-empty d the browser drew (length > 0), nothing reaches outside the page,
+non-empty d the browser drew (length > 0), hovering a chart shows its
+values (the page's script ran), nothing reaches outside the page,
 and, with --budget, every number carrying a data-key equals the value at
 that path of `cutrace budget --json` and is shown as that value.
 
@@ -114,6 +115,13 @@ def main():
     for c in charts:
         if c["width"] <= 0 or c["height"] <= 0:
             problems.append(f"chart {c['id']}: not laid out ({c['width']}x{c['height']})")
+        if "chart" in c["cls"].split():
+            hover = c.get("hover")
+            if not hover:
+                problems.append(f"chart {c['id']}: no value to show on hover, or no readout")
+            elif not hover["want"] or hover["got"] != hover["want"]:
+                problems.append(f"chart {c['id']}: hovering shows {hover['got']!r}, "
+                                f"not {hover['want']!r}")
         drawn = c["paths"] or c["rects"]
         if not drawn:
             problems.append(f"chart {c['id']}: nothing drawn")
@@ -134,8 +142,8 @@ def main():
     if problems:
         return 1
     paths = sum(len(c["paths"]) for c in charts)
-    print(f"browser: {a.name}: ok ({len(charts)} charts, {paths} paths, {checked} numbers "
-          f"equal budget --json, no script error)")
+    print(f"browser: {a.name}: ok ({len(charts)} charts, {paths} paths, hover values, "
+          f"{checked} numbers equal budget --json, no script error)")
     return 0
 
 

@@ -4,7 +4,8 @@
 # headless), on the demo's two runs (scripts/demo.sh). For each page, a copy
 # with the probe scripts inserted (probe_head.html, probe_tail.html) is
 # loaded and its DOM dumped; check_page.py then checks that no script
-# failed, that every chart's paths are non-empty and drawn, that nothing
+# failed, that every chart's paths are non-empty and drawn, that hovering
+# a chart shows its values (the page's script works), that nothing
 # reaches outside the page, and that every number the report page shows
 # equals `cutrace budget --json`'s. Then the same on a 10^6-event run (two,
 # for the diff) from bench/genrun, whose pages must stay under 8 MiB: the
