@@ -1,0 +1,288 @@
+/*
+ * test_nvtx.c - NVTX ranges and marks recorded by libcutrace.so as NVTX's
+ * injection library (preload/hooks/hook_nvtx.c, docs/nvtx.md): nvtx_app
+ * and its two shared objects (each initialising NVTX on its own, as NCCL
+ * and libtorch do) on the fake stack; every kind of message (ASCII, wide,
+ * registered), a domain "NCCL" with NCCL's extended payload, and a second
+ * injection library (libnvtx_chain.so, as Nsight Systems') that must get
+ * every call it would get alone, with its own handles, whether chained by
+ * hand or by `cutrace run`.
+ */
+#include <check.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "suites.h"
+
+/* What nvtx_app prints with cutrace as its only NVTX tool. */
+static const char ours_out[] = "push 0\npop 0\nwide push 0\nwide pop 0\nextra pop -1\n"
+                               "nccl push 0\nnccl pop 0\na 0\nb 0\n";
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s is missing", path);
+    char *buf = calloc(1, 4096);
+    size_t n = fread(buf, 1, 4095, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static sqlite3 *only_trace(struct world *w)
+{
+    char **files;
+    ck_assert_uint_eq(list_traces(w, &files), 1);
+    sqlite3 *db = tsql_open(files[0], SQLITE_OPEN_READONLY);
+    free_list(files, 1);
+    return db;
+}
+
+static void inject(struct world *w, int slot)
+{
+    static char env[4200];
+    snprintf(env, sizeof env, "NVTX_INJECTION64_PATH=%s", build_path("libcutrace.so"));
+    w->extra_env[slot] = env;
+}
+
+/* The records nvtx_app's run leaves, through the public `nvtx` view. */
+static void assert_app_records(sqlite3 *db)
+{
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx"), 17);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'push'"), 5);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'pop'"), 6);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'mark'"), 3);
+    /* The range around the first allocation, and that allocation inside it. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM calls c WHERE c.api = 'cudaMalloc'"
+                                  " AND c.seq > (SELECT seq FROM nvtx WHERE message ="
+                                  " 'load_weights') AND c.seq < (SELECT min(seq) FROM nvtx"
+                                  " WHERE kind = 'pop')"),
+                     1);
+    ck_assert_str_eq(tsql_text(db, "SELECT message FROM nvtx WHERE kind = 'mark' ORDER BY seq"),
+                     "weights ready");
+    ck_assert_str_eq(tsql_text(db, "SELECT message FROM nvtx WHERE message LIKE 'd%codage'"),
+                     "d\xc3\xa9"
+                     "codage");
+    /* A start/end range: one id, its color and payload. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(DISTINCT range_id) FROM nvtx WHERE kind IN"
+                                  " ('start', 'end')"),
+                     1);
+    ck_assert_int_eq(tsql_int(db, "SELECT color FROM nvtx WHERE message = 'warmup'"), 0xff00ff00);
+    ck_assert_int_eq(tsql_int(db, "SELECT payload FROM nvtx WHERE message = 'warmup'"), 7);
+    /* A pop with nothing pushed: NVTX's error level. */
+    ck_assert_int_eq(tsql_int(db, "SELECT min(level) FROM nvtx WHERE kind = 'pop'"), -1);
+    /* The domain, a registered message and NCCL's payload decoded. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'domain'"
+                                  " AND message = 'NCCL'"),
+                     1);
+    ck_assert_str_eq(tsql_text(db, "SELECT message || ' ' || nccl_comm_hash || ' ' || nccl_bytes"
+                                   " FROM nvtx WHERE domain = 'NCCL' AND kind = 'push'"),
+                     "ncclAllReduce 000000001234abcd 4096");
+    /* Each shared object's ranges, from its own NVTX initialisation. */
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx n JOIN calls c USING (seq)"
+                                  " WHERE c.module LIKE '%/libnvtx_a.so'"),
+                     3);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx n JOIN calls c USING (seq)"
+                                  " WHERE c.module LIKE '%/libnvtx_b.so' AND n.message ="
+                                  " 'nvtx_b_work'"),
+                     1);
+}
+
+START_TEST(test_ranges_recorded)
+{
+    struct world w;
+    world_init(&w);
+    inject(&w, 0);
+    const char *argv[] = {build_path("progs/nvtx_app"), NULL};
+    struct run r = run_prog(&w, true, argv, 60);
+    ck_assert_msg(r.status == 0, "nvtx_app: %s", r.err);
+    ck_assert_str_eq(r.out, ours_out);
+    ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
+    sqlite3 *db = only_trace(&w);
+    assert_app_records(db);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* Without cutrace the program runs as ever (NVTX a no-op), with no trace. */
+START_TEST(test_untraced_unchanged)
+{
+    struct world w;
+    world_init(&w);
+    const char *argv[] = {build_path("progs/nvtx_app"), NULL};
+    struct run r = run_prog(&w, false, argv, 60);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_eq(count_lines(r.out), 9);
+    char **files;
+    ck_assert_uint_eq(list_traces(&w, &files), 0);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* The chained tool's view of a run: its own output file and the program's stdout. */
+struct tool_view {
+    char *counts, *out;
+};
+
+static struct tool_view chain_alone(void)
+{
+    struct world w;
+    world_init(&w);
+    static char inj[4200], out[4200];
+    snprintf(inj, sizeof inj, "NVTX_INJECTION64_PATH=%s", build_path("progs/libnvtx_chain.so"));
+    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
+    w.extra_env[0] = inj;
+    w.extra_env[1] = out;
+    const char *argv[] = {build_path("progs/nvtx_app"), NULL};
+    struct run r = run_prog(&w, false, argv, 60);
+    ck_assert_int_eq(r.status, 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chain.txt", w.root);
+    struct tool_view v = {slurp(path), strdup(r.out)};
+    /* Every callback reached it, through three NVTX initialisations. */
+    ck_assert_str_eq(v.counts, "inits=3 pushes=5 pops=6 marks=3 starts=1 ends=1 domains=1 "
+                               "strings=1 payloads=1 bad=0\n");
+    run_free(&r);
+    world_free(&w);
+    return v;
+}
+
+START_TEST(test_chained_by_hand)
+{
+    struct tool_view alone = chain_alone();
+    struct world w;
+    world_init(&w);
+    static char chain[4200], out[4200];
+    inject(&w, 0);
+    snprintf(chain, sizeof chain, "CUTRACE_NVTX_CHAIN=%s", build_path("progs/libnvtx_chain.so"));
+    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
+    w.extra_env[1] = chain;
+    w.extra_env[2] = out;
+    const char *argv[] = {build_path("progs/nvtx_app"), NULL};
+    struct run r = run_prog(&w, true, argv, 60);
+    ck_assert_msg(r.status == 0, "nvtx_app: %s", r.err);
+    /* The program and the tool see exactly what they see without cutrace. */
+    ck_assert_str_eq(r.out, alone.out);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chain.txt", w.root);
+    char *counts = slurp(path);
+    ck_assert_str_eq(counts, alone.counts);
+    ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
+    sqlite3 *db = only_trace(&w);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx"), 17);
+    ck_assert_str_eq(tsql_text(db, "SELECT nccl_comm_hash FROM nvtx WHERE domain = 'NCCL'"
+                                   " AND kind = 'push'"),
+                     "000000001234abcd");
+    sqlite3_close(db);
+    free(counts);
+    free(alone.counts);
+    free(alone.out);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* A chain that is no injection library: one warning, cutrace records as alone. */
+START_TEST(test_chain_unusable)
+{
+    struct world w;
+    world_init(&w);
+    inject(&w, 0);
+    w.extra_env[1] = "CUTRACE_NVTX_CHAIN=/nonexistent/libnothing.so";
+    const char *argv[] = {build_path("progs/nvtx_app"), NULL};
+    struct run r = run_prog(&w, true, argv, 60);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, ours_out);
+    ck_assert_uint_eq(count_occurrences(r.err, "cutrace: CUTRACE_NVTX_CHAIN="), 1);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    sqlite3 *db = only_trace(&w);
+    assert_app_records(db);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* The one trace of a `cutrace run` into the world's trace directory. */
+static sqlite3 *run_trace(struct world *w)
+{
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/run-*/*.db", w->trace_dir);
+    glob_t g;
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_uint_eq(g.gl_pathc, 1);
+    sqlite3 *db = tsql_open(g.gl_pathv[0], SQLITE_OPEN_READONLY);
+    globfree(&g);
+    return db;
+}
+
+/* `cutrace run` makes libcutrace.so NVTX's injection library by itself. */
+START_TEST(test_cutrace_run_injects)
+{
+    struct world w;
+    world_init(&w);
+    w.extra_env[0] = "NVTX_INJECTION64_PATH="; /* unset */
+    const char *args[] = {"run", "-o", w.trace_dir, "--", build_path("progs/nvtx_app"), NULL};
+    struct run r = harness_cutrace(&w, args);
+    ck_assert_msg(r.status == 0, "cutrace run: %s", r.err);
+    ck_assert_str_eq(r.out, ours_out);
+    ck_assert_uint_eq(count_occurrences(r.err, "NVTX"), 0);
+    sqlite3 *db = run_trace(&w);
+    assert_app_records(db);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* A tool already set is chained, with one note, and gets every call. */
+START_TEST(test_cutrace_run_chains)
+{
+    struct tool_view alone = chain_alone();
+    struct world w;
+    world_init(&w);
+    static char inj[4200], out[4200];
+    snprintf(inj, sizeof inj, "NVTX_INJECTION64_PATH=%s", build_path("progs/libnvtx_chain.so"));
+    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
+    w.extra_env[0] = inj;
+    w.extra_env[1] = out;
+    const char *args[] = {"run", "-o", w.trace_dir, "--", build_path("progs/nvtx_app"), NULL};
+    struct run r = harness_cutrace(&w, args);
+    ck_assert_msg(r.status == 0, "cutrace run: %s", r.err);
+    ck_assert_str_eq(r.out, alone.out);
+    ck_assert_uint_eq(count_occurrences(r.err, "cutrace: NVTX_INJECTION64_PATH was "), 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chain.txt", w.root);
+    char *counts = slurp(path);
+    ck_assert_str_eq(counts, alone.counts);
+    sqlite3 *db = run_trace(&w);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx"), 17);
+    sqlite3_close(db);
+    free(counts);
+    free(alone.counts);
+    free(alone.out);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+Suite *nvtx_suite(void)
+{
+    Suite *s = suite_create("nvtx");
+    TCase *tc = tcase_create("nvtx");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ranges_recorded);
+    tcase_add_test(tc, test_untraced_unchanged);
+    tcase_add_test(tc, test_chained_by_hand);
+    tcase_add_test(tc, test_chain_unusable);
+    tcase_add_test(tc, test_cutrace_run_injects);
+    tcase_add_test(tc, test_cutrace_run_chains);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,81 @@
+/*
+ * nvtx_app.c - a program on the fake stack that uses NVTX the ways
+ * programs do (test_nvtx.c): a pushed range around its allocations
+ * ("load_weights"), marks, a start/end range, wide and registered
+ * messages, a domain "NCCL" whose ranges carry NCCL's extended payload
+ * (communicator hash, bytes), and two shared objects that each initialise
+ * NVTX on their own. It prints what NVTX returned to it, so that a test
+ * can compare a traced run with an untraced one and a chained tool's.
+ */
+#include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+int nvtx_a_entry(void);
+int nvtx_b_entry(void);
+
+/* NCCL's collective payload: the communicator hash, then the bytes. */
+struct coll_params {
+    uint64_t comm;
+    size_t bytes;
+    int op;
+};
+
+static void nccl_like_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
+{
+    struct coll_params p = {0x1234abcdull, 4096, 0};
+    nvtxPayloadData_t data[] = {{NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 5, sizeof p, &p}};
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = name;
+    a.payloadType = NVTX_PAYLOAD_TYPE_EXT;
+    a.reserved0 = 1;
+    a.payload.ullValue = (uint64_t)(uintptr_t)data;
+    printf("nccl push %d\n", nvtxDomainRangePushEx(nccl, &a));
+    printf("nccl pop %d\n", nvtxDomainRangePop(nccl));
+}
+
+int main(void)
+{
+    void *weights = NULL, *scratch = NULL;
+    printf("push %d\n", nvtxRangePushA("load_weights"));
+    if (cudaMalloc(&weights, 1 << 20) != cudaSuccess)
+        return 1;
+    printf("pop %d\n", nvtxRangePop());
+    nvtxMarkA("weights ready");
+
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.colorType = NVTX_COLOR_ARGB;
+    a.color = 0xff00ff00u;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "warmup";
+    a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+    a.payload.ullValue = 7;
+    nvtxRangeId_t id = nvtxRangeStartEx(&a);
+    if (cudaMalloc(&scratch, 1 << 16) != cudaSuccess)
+        return 1;
+    cudaFree(scratch);
+    nvtxRangeEnd(id);
+
+    printf("wide push %d\n", nvtxRangePushW(L"d\u00e9codage"));
+    printf("wide pop %d\n", nvtxRangePop());
+    printf("extra pop %d\n", nvtxRangePop());
+
+    nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+    nvtxStringHandle_t name = nvtxDomainRegisterStringA(nccl, "ncclAllReduce");
+    nccl_like_range(nccl, name);
+
+    printf("a %d\n", nvtx_a_entry());
+    printf("b %d\n", nvtx_b_entry());
+    cudaFree(weights);
+    return 0;
+}
