@@ -121,6 +121,12 @@ enum gm_event_type {
     GM_EV_COLLECTIVE, /* the process's first NCCL collective or p2p call */
     GM_EV_FAILED,     /* a: result, b: size */
     GM_EV_END,        /* the process's last event on this GPU; a: 1 exited cleanly */
+    /* NVTX (model/nvtx.c, docs/nvtx.md): a: gm_text id of the message (of
+     * the range's begin, for an end), b: the push's nesting level (0 for
+     * marks and start/end ranges). Not NCCL's own per-call ranges. */
+    GM_EV_NVTX_MARK,
+    GM_EV_NVTX_BEGIN,
+    GM_EV_NVTX_END,
 };
 
 struct gm_event {

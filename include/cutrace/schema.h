@@ -223,7 +223,7 @@
     " SELECT " Q(x) "x.seq, x.t_ns, x.tid, x.device, substr(x.role, 6) AS kind,"                   \
     " x.arg0 AS domain_id, d.name AS domain, CAST(substr(x.handle, 1, x.arg2) AS TEXT) AS message,"\
     " (x.flags >> 33) & 1 AS cut, CASE WHEN x.role IN ('nvtx_start', 'nvtx_end') THEN x.arg1 END"  \
-    " AS range_id, CASE WHEN x.role IN ('nvtx_push', 'nvtx_pop') THEN x.result END AS level,"      \
+    " AS range_id, CASE WHEN x.role IN ('nvtx_push', 'nvtx_pop') THEN x.arg1 END AS level,"      \
     " x.arg3 AS category, CASE WHEN x.flags & 4294967296 THEN x.flags & 4294967295 END AS color,"  \
     " x.arg4 AS payload_type, x.arg5 AS payload,"                                                  \
     " CASE WHEN d.name = 'NCCL' AND x.arg4 = 3753705481 THEN printf('%016x', x.arg6) END"          \

@@ -13,8 +13,8 @@
  * Records (layer nvtx, docs/schema.md): handle = the message, UTF-8, cut
  * at 64 bytes; arg0 the domain id (0 the default domain, else the id of a
  * nvtxDomainCreate record of the process); arg1 the range id (start/end)
- * or the thread's nesting level in the domain (push/pop: what they return,
- * also in result); arg2 the message's length in handle; arg3 the category;
+ * or the thread's nesting level in the domain (push/pop: what they return;
+ * result is 0: a level is no error); arg2 the message's length in handle; arg3 the category;
  * arg4 the payload type (0 none); arg5 the payload's value, or for an
  * extended payload (NCCL's) its schema id; arg6, arg7 the extended
  * payload's first two 64-bit words (NCCL: the communicator hash, then the
@@ -365,7 +365,7 @@ static int range_push(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *a,
     int level = level_step(id, +1);
     ev.rec.arg[1] = (uint64_t)level;
     describe(&ev, a, t);
-    end(&ev, level);
+    end(&ev, 0);
     return level;
 }
 
@@ -376,7 +376,7 @@ static int range_pop(nvtxDomainHandle_t domain, const void *caller)
     begin(&ev, CT_API_nvtxRangePop, caller, id);
     int level = level_step(id, -1);
     ev.rec.arg[1] = (uint64_t)(int64_t)level;
-    end(&ev, level);
+    end(&ev, 0);
     return level;
 }
 
