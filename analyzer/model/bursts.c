@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MIB (1ll << 20)
 
@@ -119,9 +120,72 @@ static bool kv_like(const struct gm_model *m, const struct gm_burst *b)
     return b->bytes > 0 && (double)set >= 0.9 * (double)b->bytes;
 }
 
+/* The end of the NVTX range that begins at event i: the next end of the
+ * same message and level (model/nvtx.c pairs them), SIZE_MAX if none. */
+static size_t range_end(const struct gm_process *p, size_t i)
+{
+    const struct gm_event *b = &p->events[i];
+    for (size_t k = i + 1; k < p->nevents; k++)
+        if (p->events[k].type == GM_EV_NVTX_END && p->events[k].a == b->a && p->events[k].b == b->b)
+            return k;
+    return SIZE_MAX;
+}
+
+static bool mentions_weights(const char *message)
+{
+    return message && strcasestr(message, "weight");
+}
+
+/* The weight phase the program named, if any (gm_weight_burst). */
+static bool named_weight_phase(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                               struct gm_burst *out)
+{
+    const struct gm_process *p = &m->procs[proc];
+    for (size_t i = 0; i < p->nevents; i++) {
+        const struct gm_event *e = &p->events[i];
+        if (e->type != GM_EV_NVTX_BEGIN || e->gpu != gpu || e->a < 0 || e->a > UINT32_MAX ||
+            !mentions_weights(gm_text(m, (uint32_t)e->a)))
+            continue;
+        size_t end = range_end(p, i);
+        if (end == SIZE_MAX)
+            continue;
+        struct gm_burst b = {.proc = proc,
+                             .gpu = gpu,
+                             .before = GM_NONE,
+                             .after = GM_NONE,
+                             .named = true,
+                             .named_text = (uint32_t)e->a};
+        for (size_t k = 0; k < p->nevents; k++) {
+            const struct gm_event *x = &p->events[k];
+            if (x->type == GM_EV_MEASURE && x->gpu == gpu) {
+                if (k < i)
+                    b.before = (uint32_t)k;
+                else if (k > end && b.after == GM_NONE)
+                    b.after = (uint32_t)k;
+                continue;
+            }
+            const struct gm_alloc *a = k > i && k < end ? burst_alloc(p, x, gpu) : NULL;
+            if (!a)
+                continue;
+            if (b.count == 0)
+                b.first = (uint32_t)k;
+            b.last = (uint32_t)k;
+            b.count++;
+            b.bytes = gm_add(b.bytes, a->size);
+        }
+        if (b.before != GM_NONE && b.after != GM_NONE && b.count > 0) {
+            *out = b;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int64_t burst_min,
                      struct gm_burst *out)
 {
+    if (named_weight_phase(m, proc, gpu, out))
+        return true;
     size_t n;
     struct gm_burst *s = stretches(m, proc, gpu, &n);
     size_t best = SIZE_MAX, first = SIZE_MAX, largest = SIZE_MAX;

@@ -479,6 +479,10 @@ struct gm_burst {
     uint32_t before, after;
     bool kv_like_skipped; /* a later, larger stretch that looked like a KV pool was passed over */
     int64_t skipped_bytes;
+    /* The weight burst only: it is the program's own NVTX range (named_text
+     * its message, gm_text), not found from the sizes. */
+    bool named;
+    uint32_t named_text;
 };
 
 #define GM_BURST_MIN_DEFAULT (1ll << 30)
@@ -494,6 +498,12 @@ struct gm_burst {
  * none; then *out describes the largest stretch of any kind (before the
  * first or after the last measurement included; count 0 if none) so that
  * the caller can say why.
+ *
+ * A phase the program named comes first (docs/nvtx.md): its first NVTX
+ * range on that GPU whose message mentions weights ("load_weights", any
+ * case) with a measurement before it and one after it is the weight burst,
+ * whatever its size: its allocations between the range's begin and end,
+ * the measurements the last before its begin and the first after its end.
  */
 bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int64_t burst_min,
                      struct gm_burst *out);

@@ -6,7 +6,8 @@
  * registered), a domain "NCCL" with NCCL's extended payload, and a second
  * injection library (libnvtx_chain.so, as Nsight Systems') that must get
  * every call it would get alone, with its own handles, whether chained by
- * hand or by `cutrace run`.
+ * hand or by `cutrace run`; and the reports (timeline, budget, diff)
+ * using the ranges as phases.
  */
 #include <check.h>
 #include <glob.h>
@@ -272,6 +273,100 @@ START_TEST(test_cutrace_run_chains)
 }
 END_TEST
 
+/* A JSON report's milestone names on its first GPU, one per line. */
+static char *milestone_names(const char *json)
+{
+    sqlite3 *db = tsql_open(":memory:", SQLITE_OPEN_READWRITE);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT group_concat(json_extract(value, '$.name'), '|')"
+                                        " FROM json_each(?1, '$.gpus[0].milestones')",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(q, 1, json, -1, SQLITE_STATIC);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    char *names = strdup((const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return names;
+}
+
+/*
+ * The reports use the ranges: the timeline names them (NCCL's own domain
+ * left out), the budget takes the range that names the weights for its
+ * pre and post, and a diff of two runs aligns them by name.
+ */
+START_TEST(test_reports_use_phases)
+{
+    struct world w;
+    world_init(&w);
+    w.extra_env[0] = "NVTX_INJECTION64_PATH=";
+    const char *run[] = {"run", "-o", w.trace_dir, "--", build_path("progs/nvtx_app"), NULL};
+    struct run r = harness_cutrace(&w, run);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/run-*", w.trace_dir);
+    glob_t g;
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    ck_assert_uint_eq(g.gl_pathc, 1);
+    char *dir = strdup(g.gl_pathv[0]);
+    globfree(&g);
+
+    const char *timeline[] = {"timeline", "--json", dir, NULL};
+    r = harness_cutrace(&w, timeline);
+    ck_assert_msg(r.status == 0, "timeline: %s", r.err);
+    char *names = milestone_names(r.out);
+    ck_assert_msg(strstr(names, "|NVTX load_weights 1 begins|weight burst begins|weight burst "
+                                "ends|NVTX load_weights 1 ends|measurement 2|NVTX mark weights "
+                                "ready 1|NVTX warmup 1 begins|NVTX warmup 1 ends|") != NULL,
+                  "%s", names);
+    ck_assert_msg(strstr(names, "|NVTX nvtx_b_work 1 begins|NVTX mark nvtx_b_mark 1|") != NULL,
+                  "%s", names);
+    ck_assert_msg(strstr(names, "ncclAllReduce") == NULL, "%s", names);
+    run_free(&r);
+
+    sqlite3 *db = run_trace(&w);
+    int64_t pre = tsql_int(db, "SELECT max(seq) FROM meminfo WHERE seq < (SELECT seq FROM nvtx"
+                               " WHERE message = 'load_weights')");
+    int64_t post = tsql_int(db, "SELECT min(seq) FROM meminfo WHERE seq > (SELECT min(seq) FROM"
+                                " nvtx WHERE kind = 'pop')");
+    sqlite3_close(db);
+    /* 1 MiB of weights: far below the default burst minimum, named all the same. */
+    const char *budget[] = {"budget", "--framework", "sglang", "--json", dir, NULL};
+    r = harness_cutrace(&w, budget);
+    ck_assert_msg(r.status == 0, "budget: %s", r.err);
+    ck_assert_int_eq(report_json_int(r.out, "$.jobs[0].ranks[0].pre.seq"), pre);
+    ck_assert_int_eq(report_json_int(r.out, "$.jobs[0].ranks[0].post.seq"), post);
+    run_free(&r);
+
+    /* A second run, the same program: every phase in both, in step. */
+    char *other_root;
+    ck_assert_int_ge(asprintf(&other_root, "%s/other", w.root), 0);
+    const char *again[] = {"run", "-o", other_root, "--", build_path("progs/nvtx_app"), NULL};
+    r = harness_cutrace(&w, again);
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    snprintf(pattern, sizeof pattern, "%s/run-*", other_root);
+    ck_assert_int_eq(glob(pattern, 0, NULL, &g), 0);
+    const char *diff[] = {"diff", "--json", dir, g.gl_pathv[0], NULL};
+    r = harness_cutrace(&w, diff);
+    globfree(&g);
+    ck_assert_msg(r.status == 0, "diff: %s", r.err);
+    char *step = report_json_text(r.out, "$.alignment[0].steps[2].milestone");
+    ck_assert_str_eq(step, "NVTX load_weights 1 begins");
+    char *b = report_json_text(r.out, "$.alignment[0].steps[2].other.label");
+    ck_assert_str_eq(b, "NVTX load_weights 1 begins");
+    free(step);
+    free(b);
+    run_free(&r);
+    free(other_root);
+    free(names);
+    free(dir);
+    world_free(&w);
+}
+END_TEST
+
 Suite *nvtx_suite(void)
 {
     Suite *s = suite_create("nvtx");
@@ -283,6 +378,7 @@ Suite *nvtx_suite(void)
     tcase_add_test(tc, test_chain_unusable);
     tcase_add_test(tc, test_cutrace_run_injects);
     tcase_add_test(tc, test_cutrace_run_chains);
+    tcase_add_test(tc, test_reports_use_phases);
     suite_add_tcase(s, tc);
     return s;
 }

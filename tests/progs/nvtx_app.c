@@ -1,7 +1,7 @@
 /*
  * nvtx_app.c - a program on the fake stack that uses NVTX the ways
  * programs do (test_nvtx.c): a pushed range around its allocations
- * ("load_weights"), marks, a start/end range, wide and registered
+ * ("load_weights", measured before and after), marks, a start/end range, wide and registered
  * messages, a domain "NCCL" whose ranges carry NCCL's extended payload
  * (communicator hash, bytes), and two shared objects that each initialise
  * NVTX on their own. It prints what NVTX returned to it, so that a test
@@ -44,10 +44,16 @@ static void nccl_like_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
 int main(void)
 {
     void *weights = NULL, *scratch = NULL;
+    size_t free_bytes, total_bytes;
+    /* Measured around the phase it names: `cutrace budget`'s pre and post. */
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+        return 1;
     printf("push %d\n", nvtxRangePushA("load_weights"));
     if (cudaMalloc(&weights, 1 << 20) != cudaSuccess)
         return 1;
     printf("pop %d\n", nvtxRangePop());
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+        return 1;
     nvtxMarkA("weights ready");
 
     nvtxEventAttributes_t a;
