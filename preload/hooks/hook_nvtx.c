@@ -87,9 +87,18 @@ struct string {
     nvtxStringHandle_t chained;
 };
 
-static struct domain domains[NVTX_DOMAINS + 1]; /* the last: overflow */
+#define OVERFLOW_DOMAIN "(more NVTX domains than cutrace keeps)"
+#define OVERFLOW_STRING "(more NVTX strings than cutrace keeps)"
+
+/* The last entry of each is the overflow one, complete from the start:
+ * no thread ever writes it. */
+static struct domain domains[NVTX_DOMAINS + 1] = {
+    [NVTX_DOMAINS] = {.name = {OVERFLOW_DOMAIN, sizeof OVERFLOW_DOMAIN - 1, false},
+                      .id = NVTX_DOMAINS + 1,
+                      .published = 1}};
 static uint32_t domains_used;
-static struct string strings[NVTX_STRINGS + 1];
+static struct string strings[NVTX_STRINGS + 1] = {
+    [NVTX_STRINGS] = {.text = {OVERFLOW_STRING, sizeof OVERFLOW_STRING - 1, true}}};
 static uint32_t strings_used;
 static uint64_t next_range_id;
 
@@ -189,12 +198,8 @@ static struct domain *domain_find_or_claim(const struct text *name)
     uint32_t i = __atomic_fetch_add(&domains_used, 1, __ATOMIC_ACQ_REL);
     struct domain *d = &domains[i < NVTX_DOMAINS ? i : NVTX_DOMAINS];
     if (i >= NVTX_DOMAINS) {
+        /* Kept from wrapping around: every slot is taken. */
         __atomic_store_n(&domains_used, NVTX_DOMAINS, __ATOMIC_RELEASE);
-        if (!__atomic_load_n(&d->published, __ATOMIC_ACQUIRE)) {
-            text_ascii(&d->name, "(more NVTX domains than cutrace keeps)");
-            d->id = NVTX_DOMAINS + 1;
-            __atomic_store_n(&d->published, 1, __ATOMIC_RELEASE);
-        }
         return d;
     }
     d->name = *name;
@@ -208,10 +213,7 @@ static struct string *string_claim(void)
     uint32_t i = __atomic_fetch_add(&strings_used, 1, __ATOMIC_ACQ_REL);
     if (i >= NVTX_STRINGS) {
         __atomic_store_n(&strings_used, NVTX_STRINGS, __ATOMIC_RELEASE);
-        struct string *s = &strings[NVTX_STRINGS];
-        text_ascii(&s->text, "(more NVTX strings than cutrace keeps)");
-        s->text.cut = true;
-        return s;
+        return &strings[NVTX_STRINGS];
     }
     return &strings[i];
 }
@@ -388,14 +390,14 @@ static const nvtxEventAttributes_t *chained_attributes(const nvtxEventAttributes
         return a;
     memcpy(copy, a, a->size);
     struct string *s = string_of(a->message.registered);
-    copy->message.registered = s ? s->chained : NULL;
+    copy->message.registered = s ? __atomic_load_n(&s->chained, __ATOMIC_ACQUIRE) : NULL;
     return copy;
 }
 
 static nvtxDomainHandle_t chained_domain(nvtxDomainHandle_t h)
 {
     struct domain *d = domain_of(h);
-    return d ? d->chained : h;
+    return d ? __atomic_load_n(&d->chained, __ATOMIC_ACQUIRE) : h;
 }
 
 /* ---- the CORE callbacks ---- */
@@ -641,7 +643,7 @@ static nvtxStringHandle_t NVTX_API cb_domain_register_string_a(nvtxDomainHandle_
     nvtxDomainRegisterStringA_impl_fntype next = CHAINED(
         chain_core2, NVTX_CBID_CORE2_DomainRegisterStringA, nvtxDomainRegisterStringA_impl_fntype);
     if (next && s != &strings[NVTX_STRINGS])
-        s->chained = next(chained_domain(domain), string);
+        __atomic_store_n(&s->chained, next(chained_domain(domain), string), __ATOMIC_RELEASE);
     return (nvtxStringHandle_t)s;
 }
 
@@ -654,7 +656,7 @@ static nvtxStringHandle_t NVTX_API cb_domain_register_string_w(nvtxDomainHandle_
     nvtxDomainRegisterStringW_impl_fntype next = CHAINED(
         chain_core2, NVTX_CBID_CORE2_DomainRegisterStringW, nvtxDomainRegisterStringW_impl_fntype);
     if (next && s != &strings[NVTX_STRINGS])
-        s->chained = next(chained_domain(domain), string);
+        __atomic_store_n(&s->chained, next(chained_domain(domain), string), __ATOMIC_RELEASE);
     return (nvtxStringHandle_t)s;
 }
 
@@ -676,8 +678,8 @@ static nvtxDomainHandle_t NVTX_API cb_domain_create_a(const char *name)
     struct domain *d = (struct domain *)domain_create(&t, CT_CALLER);
     nvtxDomainCreateA_impl_fntype next =
         CHAINED(chain_core2, NVTX_CBID_CORE2_DomainCreateA, nvtxDomainCreateA_impl_fntype);
-    if (next && !d->chained && d != &domains[NVTX_DOMAINS])
-        d->chained = next(name);
+    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE) && d != &domains[NVTX_DOMAINS])
+        __atomic_store_n(&d->chained, next(name), __ATOMIC_RELEASE);
     return (nvtxDomainHandle_t)d;
 }
 
@@ -688,8 +690,8 @@ static nvtxDomainHandle_t NVTX_API cb_domain_create_w(const wchar_t *name)
     struct domain *d = (struct domain *)domain_create(&t, CT_CALLER);
     nvtxDomainCreateW_impl_fntype next =
         CHAINED(chain_core2, NVTX_CBID_CORE2_DomainCreateW, nvtxDomainCreateW_impl_fntype);
-    if (next && !d->chained && d != &domains[NVTX_DOMAINS])
-        d->chained = next(name);
+    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE) && d != &domains[NVTX_DOMAINS])
+        __atomic_store_n(&d->chained, next(name), __ATOMIC_RELEASE);
     return (nvtxDomainHandle_t)d;
 }
 

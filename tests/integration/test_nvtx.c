@@ -367,6 +367,51 @@ START_TEST(test_reports_use_phases)
 }
 END_TEST
 
+/* Past the fixed tables: the overflow entries name what cutrace could not keep. */
+START_TEST(test_tables_full)
+{
+    struct world w;
+    world_init(&w);
+    inject(&w, 0);
+    const char *argv[] = {build_path("progs/nvtx_app"), "many", NULL};
+    struct run r = run_prog(&w, true, argv, 60);
+    ck_assert_msg(r.status == 0, "nvtx_app many: %s", r.err);
+    ck_assert_str_eq(r.out, "many done\n");
+    sqlite3 *db = only_trace(&w);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(DISTINCT domain_id) FROM nvtx WHERE kind ="
+                                  " 'domain'"),
+                     257);
+    ck_assert_str_eq(tsql_text(db, "SELECT domain || ': ' || message FROM nvtx WHERE kind ="
+                                   " 'mark'"),
+                     "(more NVTX domains than cutrace keeps): (more NVTX strings than cutrace "
+                     "keeps)");
+    ck_assert_int_eq(tsql_int(db, "SELECT cut FROM nvtx WHERE kind = 'mark'"), 1);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
+/* A run inside a run finds libcutrace.so there already: no chain, no note. */
+START_TEST(test_cutrace_run_nested)
+{
+    struct world w;
+    world_init(&w);
+    inject(&w, 0);
+    const char *args[] = {"run", "-o", w.trace_dir, "--", build_path("progs/nvtx_app"), NULL};
+    struct run r = harness_cutrace(&w, args);
+    ck_assert_msg(r.status == 0, "cutrace run: %s", r.err);
+    ck_assert_str_eq(r.out, ours_out);
+    ck_assert_uint_eq(count_occurrences(r.err, "NVTX"), 0);
+    sqlite3 *db = run_trace(&w);
+    assert_app_records(db);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM env WHERE name = 'CUTRACE_NVTX_CHAIN'"), 0);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
 Suite *nvtx_suite(void)
 {
     Suite *s = suite_create("nvtx");
@@ -379,6 +424,8 @@ Suite *nvtx_suite(void)
     tcase_add_test(tc, test_cutrace_run_injects);
     tcase_add_test(tc, test_cutrace_run_chains);
     tcase_add_test(tc, test_reports_use_phases);
+    tcase_add_test(tc, test_tables_full);
+    tcase_add_test(tc, test_cutrace_run_nested);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,8 +41,36 @@ static void nccl_like_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
     printf("nccl pop %d\n", nvtxDomainRangePop(nccl));
 }
 
-int main(void)
+/* More domains and registered strings than cutrace keeps (docs/nvtx.md):
+ * every call still works, the last ones share the overflow names. */
+static int many(void)
 {
+    nvtxDomainHandle_t last = NULL;
+    char name[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(name, sizeof name, "domain %d", i);
+        last = nvtxDomainCreateA(name);
+    }
+    nvtxStringHandle_t s = NULL;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof name, "string %d", i);
+        s = nvtxDomainRegisterStringA(last, name);
+    }
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = s;
+    nvtxDomainMarkEx(last, &a);
+    printf("many done\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "many") == 0)
+        return many();
     void *weights = NULL, *scratch = NULL;
     size_t free_bytes, total_bytes;
     /* Measured around the phase it names: `cutrace budget`'s pre and post. */
