@@ -6,7 +6,7 @@
  * registered), a domain "NCCL" with NCCL's extended payload, and a second
  * injection library (libnvtx_chain.so, as Nsight Systems') that must get
  * every call it would get alone, with its own handles, whether chained by
- * hand or by `cutrace run`; and the reports (timeline, budget, diff)
+ * hand or by `cutrace run`; the toolkit's real NCCL; and the reports (timeline, budget, diff)
  * using the ranges as phases.
  */
 #include <check.h>
@@ -412,6 +412,39 @@ START_TEST(test_cutrace_run_nested)
 }
 END_TEST
 
+/* The toolkit's real NCCL (built on nvtx3.hpp: its domain, registered
+ * strings) initialises NVTX on its own: its ranges are recorded, nested in
+ * the NCCL call that made them, and the program sees what it sees untraced. */
+START_TEST(test_real_nccl_ranges)
+{
+    struct world w;
+    world_init(&w);
+    w.extra_env[0] = "LD_LIBRARY_PATH="; /* no driver: NCCL answers, its init fails */
+    inject(&w, 1);
+    const char *argv[] = {build_path("progs/real_toolkit"), NULL};
+    struct run plain = run_prog(&w, false, argv, 60);
+    struct run traced = run_prog(&w, true, argv, 60);
+    ck_assert_int_eq(traced.status, plain.status);
+    ck_assert_str_eq(traced.out, plain.out);
+    sqlite3 *db = only_trace(&w);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'domain' AND message ="
+                                  " 'NCCL'"),
+                     1);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx n JOIN calls c ON c.seq ="
+                                  " n.parent_seq WHERE n.kind = 'push' AND n.domain = 'NCCL'"
+                                  " AND n.message = 'ncclCommInitRank'"
+                                  " AND c.api = 'ncclCommInitRank'"),
+                     1);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx n JOIN calls c USING (seq)"
+                                  " WHERE coalesce(c.module, '') NOT LIKE '%libnccl.so%'"),
+                     0);
+    sqlite3_close(db);
+    run_free(&plain);
+    run_free(&traced);
+    world_free(&w);
+}
+END_TEST
+
 Suite *nvtx_suite(void)
 {
     Suite *s = suite_create("nvtx");
@@ -426,6 +459,7 @@ Suite *nvtx_suite(void)
     tcase_add_test(tc, test_reports_use_phases);
     tcase_add_test(tc, test_tables_full);
     tcase_add_test(tc, test_cutrace_run_nested);
+    tcase_add_test(tc, test_real_nccl_ranges);
     suite_add_tcase(s, tc);
     return s;
 }
