@@ -38,6 +38,16 @@ static const struct gm_alloc *burst_alloc(const struct gm_process *p, const stru
     return a->top && gm_is_gpu_kind((enum gm_kind)a->kind) ? a : NULL;
 }
 
+/* Adds the allocation of event i to burst b. */
+static void burst_add(struct gm_burst *b, size_t i, const struct gm_alloc *a)
+{
+    if (b->count == 0)
+        b->first = (uint32_t)i;
+    b->last = (uint32_t)i;
+    b->count++;
+    b->bytes = gm_add(b->bytes, a->size);
+}
+
 /* The stretches of a process on a GPU between its measurements there. */
 static struct gm_burst *stretches(const struct gm_model *m, uint32_t proc, uint32_t gpu,
                                   size_t *count)
@@ -57,13 +67,8 @@ static struct gm_burst *stretches(const struct gm_model *m, uint32_t proc, uint3
             continue;
         }
         const struct gm_alloc *a = burst_alloc(p, e, gpu);
-        if (!a)
-            continue;
-        if (cur.count == 0)
-            cur.first = (uint32_t)i;
-        cur.last = (uint32_t)i;
-        cur.count++;
-        cur.bytes = gm_add(cur.bytes, a->size);
+        if (a)
+            burst_add(&cur, i, a);
     }
     out = xgrow(out, &cap, n + 1, sizeof(*out));
     out[n++] = cur;
@@ -165,13 +170,8 @@ static bool named_weight_phase(const struct gm_model *m, uint32_t proc, uint32_t
                 continue;
             }
             const struct gm_alloc *a = k > i && k < end ? burst_alloc(p, x, gpu) : NULL;
-            if (!a)
-                continue;
-            if (b.count == 0)
-                b.first = (uint32_t)k;
-            b.last = (uint32_t)k;
-            b.count++;
-            b.bytes = gm_add(b.bytes, a->size);
+            if (a)
+                burst_add(&b, k, a);
         }
         if (b.before != GM_NONE && b.after != GM_NONE && b.count > 0) {
             *out = b;

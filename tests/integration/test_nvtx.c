@@ -49,6 +49,28 @@ static void inject(struct world *w, int slot)
     w->extra_env[slot] = env;
 }
 
+/*
+ * libnvtx_chain.so for the world's programs, named by `var` (NVTX's
+ * NVTX_INJECTION64_PATH, or cutrace's CUTRACE_NVTX_CHAIN) in env slot
+ * `slot`, reporting into the world's chain.txt (slot + 1).
+ */
+static void chain_env(struct world *w, const char *var, int slot)
+{
+    static char lib[4200], out[4200];
+    snprintf(lib, sizeof lib, "%s=%s", var, build_path("progs/libnvtx_chain.so"));
+    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w->root);
+    w->extra_env[slot] = lib;
+    w->extra_env[slot + 1] = out;
+}
+
+/* What libnvtx_chain.so counted (malloc'd). */
+static char *chain_counts(struct world *w)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chain.txt", w->root);
+    return slurp(path);
+}
+
 /* The records nvtx_app's run leaves, through the public `nvtx` view. */
 static void assert_app_records(sqlite3 *db)
 {
@@ -135,17 +157,11 @@ static struct tool_view chain_alone(void)
 {
     struct world w;
     world_init(&w);
-    static char inj[4200], out[4200];
-    snprintf(inj, sizeof inj, "NVTX_INJECTION64_PATH=%s", build_path("progs/libnvtx_chain.so"));
-    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
-    w.extra_env[0] = inj;
-    w.extra_env[1] = out;
+    chain_env(&w, "NVTX_INJECTION64_PATH", 0);
     const char *argv[] = {build_path("progs/nvtx_app"), NULL};
     struct run r = run_prog(&w, false, argv, 60);
     ck_assert_int_eq(r.status, 0);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/chain.txt", w.root);
-    struct tool_view v = {slurp(path), strdup(r.out)};
+    struct tool_view v = {chain_counts(&w), strdup(r.out)};
     /* Every callback reached it, through three NVTX initialisations. */
     ck_assert_str_eq(v.counts, "inits=3 pushes=5 pops=6 marks=3 starts=1 ends=1 domains=1 "
                                "strings=1 payloads=1 bad=0\n");
@@ -159,20 +175,14 @@ START_TEST(test_chained_by_hand)
     struct tool_view alone = chain_alone();
     struct world w;
     world_init(&w);
-    static char chain[4200], out[4200];
     inject(&w, 0);
-    snprintf(chain, sizeof chain, "CUTRACE_NVTX_CHAIN=%s", build_path("progs/libnvtx_chain.so"));
-    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
-    w.extra_env[1] = chain;
-    w.extra_env[2] = out;
+    chain_env(&w, "CUTRACE_NVTX_CHAIN", 1);
     const char *argv[] = {build_path("progs/nvtx_app"), NULL};
     struct run r = run_prog(&w, true, argv, 60);
     ck_assert_msg(r.status == 0, "nvtx_app: %s", r.err);
     /* The program and the tool see exactly what they see without cutrace. */
     ck_assert_str_eq(r.out, alone.out);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/chain.txt", w.root);
-    char *counts = slurp(path);
+    char *counts = chain_counts(&w);
     ck_assert_str_eq(counts, alone.counts);
     ck_assert_msg(r.err_len == 0, "stderr: %s", r.err);
     sqlite3 *db = only_trace(&w);
@@ -248,19 +258,13 @@ START_TEST(test_cutrace_run_chains)
     struct tool_view alone = chain_alone();
     struct world w;
     world_init(&w);
-    static char inj[4200], out[4200];
-    snprintf(inj, sizeof inj, "NVTX_INJECTION64_PATH=%s", build_path("progs/libnvtx_chain.so"));
-    snprintf(out, sizeof out, "NVTX_CHAIN_OUT=%s/chain.txt", w.root);
-    w.extra_env[0] = inj;
-    w.extra_env[1] = out;
+    chain_env(&w, "NVTX_INJECTION64_PATH", 0);
     const char *args[] = {"run", "-o", w.trace_dir, "--", build_path("progs/nvtx_app"), NULL};
     struct run r = harness_cutrace(&w, args);
     ck_assert_msg(r.status == 0, "cutrace run: %s", r.err);
     ck_assert_str_eq(r.out, alone.out);
     ck_assert_uint_eq(count_occurrences(r.err, "cutrace: NVTX_INJECTION64_PATH was "), 1);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/chain.txt", w.root);
-    char *counts = slurp(path);
+    char *counts = chain_counts(&w);
     ck_assert_str_eq(counts, alone.counts);
     sqlite3 *db = run_trace(&w);
     ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx"), 17);

@@ -24,16 +24,23 @@ struct coll_params {
     int op;
 };
 
-static void nccl_like_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
+/* Attributes with a registered message, the rest empty. */
+static nvtxEventAttributes_t registered(nvtxStringHandle_t name)
 {
-    struct coll_params p = {0x1234abcdull, 4096, 0};
-    nvtxPayloadData_t data[] = {{NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 5, sizeof p, &p}};
     nvtxEventAttributes_t a;
     memset(&a, 0, sizeof a);
     a.version = NVTX_VERSION;
     a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
     a.message.registered = name;
+    return a;
+}
+
+static void nccl_like_range(nvtxDomainHandle_t nccl, nvtxStringHandle_t name)
+{
+    struct coll_params p = {0x1234abcdull, 4096, 0};
+    nvtxPayloadData_t data[] = {{NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 5, sizeof p, &p}};
+    nvtxEventAttributes_t a = registered(name);
     a.payloadType = NVTX_PAYLOAD_TYPE_EXT;
     a.reserved0 = 1;
     a.payload.ullValue = (uint64_t)(uintptr_t)data;
@@ -56,12 +63,7 @@ static int many(void)
         snprintf(name, sizeof name, "string %d", i);
         s = nvtxDomainRegisterStringA(last, name);
     }
-    nvtxEventAttributes_t a;
-    memset(&a, 0, sizeof a);
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    a.message.registered = s;
+    nvtxEventAttributes_t a = registered(s);
     nvtxDomainMarkEx(last, &a);
     printf("many done\n");
     return 0;
