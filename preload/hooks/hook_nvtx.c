@@ -509,38 +509,6 @@ static int NVTX_API cb_range_pop(void)
     return next ? next() : level;
 }
 
-static void NVTX_API cb_name_category_a(uint32_t category, const char *name)
-{
-    nvtxNameCategoryA_impl_fntype next =
-        CHAINED(chain_core, NVTX_CBID_CORE_NameCategoryA, nvtxNameCategoryA_impl_fntype);
-    if (next)
-        next(category, name);
-}
-
-static void NVTX_API cb_name_category_w(uint32_t category, const wchar_t *name)
-{
-    nvtxNameCategoryW_impl_fntype next =
-        CHAINED(chain_core, NVTX_CBID_CORE_NameCategoryW, nvtxNameCategoryW_impl_fntype);
-    if (next)
-        next(category, name);
-}
-
-static void NVTX_API cb_name_os_thread_a(uint32_t tid, const char *name)
-{
-    nvtxNameOsThreadA_impl_fntype next =
-        CHAINED(chain_core, NVTX_CBID_CORE_NameOsThreadA, nvtxNameOsThreadA_impl_fntype);
-    if (next)
-        next(tid, name);
-}
-
-static void NVTX_API cb_name_os_thread_w(uint32_t tid, const wchar_t *name)
-{
-    nvtxNameOsThreadW_impl_fntype next =
-        CHAINED(chain_core, NVTX_CBID_CORE_NameOsThreadW, nvtxNameOsThreadW_impl_fntype);
-    if (next)
-        next(tid, name);
-}
-
 /* ---- the CORE2 callbacks (domains) ---- */
 
 static void NVTX_API cb_domain_mark_ex(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *a)
@@ -596,32 +564,6 @@ static nvtxResourceHandle_t NVTX_API cb_domain_resource_create(nvtxDomainHandle_
     nvtxDomainResourceCreate_impl_fntype next = CHAINED(
         chain_core2, NVTX_CBID_CORE2_DomainResourceCreate, nvtxDomainResourceCreate_impl_fntype);
     return next ? next(chained_domain(domain), attribs) : NULL;
-}
-
-static void NVTX_API cb_domain_resource_destroy(nvtxResourceHandle_t resource)
-{
-    nvtxDomainResourceDestroy_impl_fntype next = CHAINED(
-        chain_core2, NVTX_CBID_CORE2_DomainResourceDestroy, nvtxDomainResourceDestroy_impl_fntype);
-    if (next)
-        next(resource);
-}
-
-static void NVTX_API cb_domain_name_category_a(nvtxDomainHandle_t domain, uint32_t category,
-                                               const char *name)
-{
-    nvtxDomainNameCategoryA_impl_fntype next = CHAINED(
-        chain_core2, NVTX_CBID_CORE2_DomainNameCategoryA, nvtxDomainNameCategoryA_impl_fntype);
-    if (next)
-        next(chained_domain(domain), category, name);
-}
-
-static void NVTX_API cb_domain_name_category_w(nvtxDomainHandle_t domain, uint32_t category,
-                                               const wchar_t *name)
-{
-    nvtxDomainNameCategoryW_impl_fntype next = CHAINED(
-        chain_core2, NVTX_CBID_CORE2_DomainNameCategoryW, nvtxDomainNameCategoryW_impl_fntype);
-    if (next)
-        next(chained_domain(domain), category, name);
 }
 
 static nvtxStringHandle_t register_string(nvtxDomainHandle_t domain, const struct text *t)
@@ -704,13 +646,38 @@ static void NVTX_API cb_domain_destroy(nvtxDomainHandle_t domain)
         next(chained_domain(domain));
 }
 
-static void NVTX_API cb_initialize(const void *reserved)
-{
-    nvtxInitialize_impl_fntype next =
-        CHAINED(chain_core2, NVTX_CBID_CORE2_Initialize, nvtxInitialize_impl_fntype);
-    if (next)
-        next(reserved);
-}
+/*
+ * Callbacks cutrace does not record: the chained tool's, called as they
+ * came (a domain translated to its own), or nothing.
+ */
+#define FORWARD(fn, table, id, type, params, ...)                                                  \
+    static void NVTX_API fn params                                                                 \
+    {                                                                                              \
+        type next = CHAINED(table, id, type);                                                      \
+        if (next)                                                                                  \
+            next(__VA_ARGS__);                                                                     \
+    }
+
+FORWARD(cb_name_category_a, chain_core, NVTX_CBID_CORE_NameCategoryA, nvtxNameCategoryA_impl_fntype,
+        (uint32_t category, const char *name), category, name)
+FORWARD(cb_name_category_w, chain_core, NVTX_CBID_CORE_NameCategoryW, nvtxNameCategoryW_impl_fntype,
+        (uint32_t category, const wchar_t *name), category, name)
+FORWARD(cb_name_os_thread_a, chain_core, NVTX_CBID_CORE_NameOsThreadA,
+        nvtxNameOsThreadA_impl_fntype, (uint32_t tid, const char *name), tid, name)
+FORWARD(cb_name_os_thread_w, chain_core, NVTX_CBID_CORE_NameOsThreadW,
+        nvtxNameOsThreadW_impl_fntype, (uint32_t tid, const wchar_t *name), tid, name)
+FORWARD(cb_domain_resource_destroy, chain_core2, NVTX_CBID_CORE2_DomainResourceDestroy,
+        nvtxDomainResourceDestroy_impl_fntype, (nvtxResourceHandle_t resource), resource)
+FORWARD(cb_domain_name_category_a, chain_core2, NVTX_CBID_CORE2_DomainNameCategoryA,
+        nvtxDomainNameCategoryA_impl_fntype,
+        (nvtxDomainHandle_t domain, uint32_t category, const char *name), chained_domain(domain),
+        category, name)
+FORWARD(cb_domain_name_category_w, chain_core2, NVTX_CBID_CORE2_DomainNameCategoryW,
+        nvtxDomainNameCategoryW_impl_fntype,
+        (nvtxDomainHandle_t domain, uint32_t category, const wchar_t *name), chained_domain(domain),
+        category, name)
+FORWARD(cb_initialize, chain_core2, NVTX_CBID_CORE2_Initialize, nvtxInitialize_impl_fntype,
+        (const void *reserved), reserved)
 
 /* ---- the tables ---- */
 

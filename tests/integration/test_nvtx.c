@@ -164,7 +164,7 @@ static struct tool_view chain_alone(void)
     struct tool_view v = {chain_counts(&w), strdup(r.out)};
     /* Every callback reached it, through three NVTX initialisations. */
     ck_assert_str_eq(v.counts, "inits=3 pushes=5 pops=6 marks=3 starts=1 ends=1 domains=1 "
-                               "strings=1 payloads=1 bad=0\n");
+                               "strings=1 payloads=1 names=2 bad=0\n");
     run_free(&r);
     world_free(&w);
     return v;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int pushes, pops, marks, starts, ends, domains, strings, inits, bad_handles, payloads;
+static int pushes, pops, marks, starts, ends, domains, strings, inits, bad_handles, payloads, names;
 static int domain_token, string_token; /* our handles point at these */
 
 static void NVTX_API mark_a(const char *m)
@@ -72,6 +72,21 @@ static int NVTX_API domain_pop(nvtxDomainHandle_t d)
     return pops++;
 }
 
+static void NVTX_API name_thread_a(uint32_t tid, const char *name)
+{
+    (void)tid;
+    (void)name;
+    names++;
+}
+static void NVTX_API name_category_a(nvtxDomainHandle_t d, uint32_t category, const char *name)
+{
+    (void)category;
+    (void)name;
+    if (d != (nvtxDomainHandle_t)&domain_token)
+        bad_handles++;
+    names++;
+}
+
 static void report(void)
 {
     const char *path = getenv("NVTX_CHAIN_OUT");
@@ -80,8 +95,9 @@ static void report(void)
         return;
     fprintf(f,
             "inits=%d pushes=%d pops=%d marks=%d starts=%d ends=%d domains=%d strings=%d "
-            "payloads=%d bad=%d\n",
-            inits, pushes, pops, marks, starts, ends, domains, strings, payloads, bad_handles);
+            "payloads=%d names=%d bad=%d\n",
+            inits, pushes, pops, marks, starts, ends, domains, strings, payloads, names,
+            bad_handles);
     fclose(f);
 }
 
@@ -111,6 +127,9 @@ int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
     set(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA, (NvtxFunctionPointer)register_a);
     set(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, (NvtxFunctionPointer)domain_push);
     set(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, (NvtxFunctionPointer)domain_pop);
+    set(core, core_size, NVTX_CBID_CORE_NameOsThreadA, (NvtxFunctionPointer)name_thread_a);
+    set(core2, core2_size, NVTX_CBID_CORE2_DomainNameCategoryA,
+        (NvtxFunctionPointer)name_category_a);
     if (inits++ == 0)
         atexit(report);
     return 1;
