@@ -25,7 +25,8 @@
  * The hot path is the usual one: no lock, no allocation, no I/O. Domains
  * and registered strings live in fixed tables claimed with one atomic add
  * (their handles point into them); a table that is full hands out one
- * shared overflow entry. Only the initializer takes a lock (once per
+ * shared overflow entry, or, chained, the other tool's own handle (which
+ * cutrace then records as the overflow entry). Only the initializer takes a lock (once per
  * object), to load and initialise a chained library.
  *
  * Chaining: when `cutrace run` found NVTX_INJECTION64_PATH already set
@@ -170,10 +171,14 @@ static struct domain *domain_of(nvtxDomainHandle_t h)
     return NULL; /* the default domain (NULL), or a handle not ours */
 }
 
+/* 0 for the default domain; a handle not ours is one the chained tool
+ * made once our table was full: the overflow domain's. */
 static uint32_t domain_id(nvtxDomainHandle_t h)
 {
+    if (!h)
+        return 0;
     struct domain *d = domain_of(h);
-    return d ? d->id : 0;
+    return d ? d->id : domains[NVTX_DOMAINS].id;
 }
 
 static struct string *string_of(nvtxStringHandle_t h)
@@ -249,9 +254,9 @@ static void fill_attributes(struct ct_event *ev, const nvtxEventAttributes_t *a)
     else if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE)
         text_wide(&t, a->message.unicode);
     else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED) {
+        /* A handle not ours: the chained tool's, past our full table. */
         struct string *s = string_of(a->message.registered);
-        if (s)
-            t = s->text;
+        t = s ? s->text : strings[NVTX_STRINGS].text;
         ev->rec.flags |= NVTX_FLAG_REGISTERED;
     }
     memcpy(ev->rec.handle, t.bytes, t.len);
@@ -390,7 +395,8 @@ static const nvtxEventAttributes_t *chained_attributes(const nvtxEventAttributes
         return a;
     memcpy(copy, a, a->size);
     struct string *s = string_of(a->message.registered);
-    copy->message.registered = s ? __atomic_load_n(&s->chained, __ATOMIC_ACQUIRE) : NULL;
+    copy->message.registered =
+        s ? __atomic_load_n(&s->chained, __ATOMIC_ACQUIRE) : a->message.registered;
     return copy;
 }
 
@@ -584,7 +590,9 @@ static nvtxStringHandle_t NVTX_API cb_domain_register_string_a(nvtxDomainHandle_
     struct string *s = (struct string *)register_string(domain, &t);
     nvtxDomainRegisterStringA_impl_fntype next = CHAINED(
         chain_core2, NVTX_CBID_CORE2_DomainRegisterStringA, nvtxDomainRegisterStringA_impl_fntype);
-    if (next && s != &strings[NVTX_STRINGS])
+    if (next && s == &strings[NVTX_STRINGS])
+        return next(chained_domain(domain), string); /* past our table: the tool's own */
+    if (next)
         __atomic_store_n(&s->chained, next(chained_domain(domain), string), __ATOMIC_RELEASE);
     return (nvtxStringHandle_t)s;
 }
@@ -597,7 +605,9 @@ static nvtxStringHandle_t NVTX_API cb_domain_register_string_w(nvtxDomainHandle_
     struct string *s = (struct string *)register_string(domain, &t);
     nvtxDomainRegisterStringW_impl_fntype next = CHAINED(
         chain_core2, NVTX_CBID_CORE2_DomainRegisterStringW, nvtxDomainRegisterStringW_impl_fntype);
-    if (next && s != &strings[NVTX_STRINGS])
+    if (next && s == &strings[NVTX_STRINGS])
+        return next(chained_domain(domain), string); /* past our table: the tool's own */
+    if (next)
         __atomic_store_n(&s->chained, next(chained_domain(domain), string), __ATOMIC_RELEASE);
     return (nvtxStringHandle_t)s;
 }
@@ -620,7 +630,9 @@ static nvtxDomainHandle_t NVTX_API cb_domain_create_a(const char *name)
     struct domain *d = (struct domain *)domain_create(&t, CT_CALLER);
     nvtxDomainCreateA_impl_fntype next =
         CHAINED(chain_core2, NVTX_CBID_CORE2_DomainCreateA, nvtxDomainCreateA_impl_fntype);
-    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE) && d != &domains[NVTX_DOMAINS])
+    if (next && d == &domains[NVTX_DOMAINS])
+        return next(name); /* past our table: the tool's own, which domain_id knows */
+    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE))
         __atomic_store_n(&d->chained, next(name), __ATOMIC_RELEASE);
     return (nvtxDomainHandle_t)d;
 }
@@ -632,7 +644,9 @@ static nvtxDomainHandle_t NVTX_API cb_domain_create_w(const wchar_t *name)
     struct domain *d = (struct domain *)domain_create(&t, CT_CALLER);
     nvtxDomainCreateW_impl_fntype next =
         CHAINED(chain_core2, NVTX_CBID_CORE2_DomainCreateW, nvtxDomainCreateW_impl_fntype);
-    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE) && d != &domains[NVTX_DOMAINS])
+    if (next && d == &domains[NVTX_DOMAINS])
+        return next(name); /* past our table: the tool's own, which domain_id knows */
+    if (next && !__atomic_load_n(&d->chained, __ATOMIC_ACQUIRE))
         __atomic_store_n(&d->chained, next(name), __ATOMIC_RELEASE);
     return (nvtxDomainHandle_t)d;
 }

@@ -396,6 +396,39 @@ START_TEST(test_tables_full)
 }
 END_TEST
 
+/* Past the tables a chained tool still gets its own handles for every
+ * domain and string, as alone; cutrace records the overflow names. */
+START_TEST(test_tables_full_chained)
+{
+    static const char alone[] = "inits=1 pushes=0 pops=0 marks=0 starts=0 ends=0 domains=300 "
+                                "strings=5000 payloads=0 names=0 bad=0\n";
+    const char *argv[] = {build_path("progs/nvtx_app"), "many", NULL};
+    for (int traced = 0; traced < 2; traced++) {
+        struct world w;
+        world_init(&w);
+        if (traced) {
+            inject(&w, 0);
+            chain_env(&w, "CUTRACE_NVTX_CHAIN", 1);
+        } else {
+            chain_env(&w, "NVTX_INJECTION64_PATH", 0);
+        }
+        struct run r = run_prog(&w, traced, argv, 60);
+        ck_assert_msg(r.status == 0, "nvtx_app many: %s", r.err);
+        char *counts = chain_counts(&w);
+        ck_assert_str_eq(counts, alone);
+        free(counts);
+        if (traced) {
+            sqlite3 *db = only_trace(&w);
+            ck_assert_str_eq(tsql_text(db, "SELECT message FROM nvtx WHERE kind = 'mark'"),
+                             "(more NVTX strings than cutrace keeps)");
+            sqlite3_close(db);
+        }
+        run_free(&r);
+        world_free(&w);
+    }
+}
+END_TEST
+
 /* A run inside a run finds libcutrace.so there already: no chain, no note. */
 START_TEST(test_cutrace_run_nested)
 {
@@ -462,6 +495,7 @@ Suite *nvtx_suite(void)
     tcase_add_test(tc, test_cutrace_run_chains);
     tcase_add_test(tc, test_reports_use_phases);
     tcase_add_test(tc, test_tables_full);
+    tcase_add_test(tc, test_tables_full_chained);
     tcase_add_test(tc, test_cutrace_run_nested);
     tcase_add_test(tc, test_real_nccl_ranges);
     suite_add_tcase(s, tc);
