@@ -96,7 +96,7 @@ $(BUILD)/progs/nvtx_app: tests/progs/nvtx_app.c $(BUILD)/progs/libnvtx_a.so \
                          $(BUILD)/progs/libnvtx_b.so $(BUILD)/fake/libcudart.so.12
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/progs -L$(BUILD)/fake \
-		-lnvtx_a -lnvtx_b -lcudart -ldl -Wl,-rpath,'$$ORIGIN'
+		-lnvtx_a -lnvtx_b -lcudart -ldl -lpthread -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/progs/libnvtx_chain.so: tests/progs/nvtx_chain.c
 	@mkdir -p $(@D)

@@ -323,12 +323,12 @@ static void describe(struct ct_event *ev, const nvtxEventAttributes_t *a, const 
 static void begin(struct ct_event *ev, enum ct_api api, const void *caller, uint32_t domain)
 {
     ct_event_begin(ev, api, caller);
+    ct_event_returned(ev); /* its duration: 0, what cutrace does is not the program's */
     ev->rec.arg[0] = domain;
 }
 
 static void end(struct ct_event *ev, int result)
 {
-    ct_event_returned(ev);
     ct_event_set_device(ev, ct_device_current(false));
     ct_event_end(ev, result);
 }

@@ -429,6 +429,30 @@ START_TEST(test_tables_full_chained)
 }
 END_TEST
 
+/* Threads pushing and popping at once: each gets its own levels, and every
+ * range pairs with its own thread's pop (the timeline's begins and ends). */
+START_TEST(test_threads)
+{
+    struct world w;
+    world_init(&w);
+    inject(&w, 0);
+    const char *argv[] = {build_path("progs/nvtx_app"), "threads", NULL};
+    struct run r = run_prog(&w, true, argv, 60);
+    ck_assert_msg(r.status == 0, "nvtx_app threads: %s", r.err);
+    ck_assert_str_eq(r.out, "threads wrong levels 0\n");
+    sqlite3 *db = only_trace(&w);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM nvtx WHERE kind = 'push'"), 8000);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(DISTINCT tid) FROM nvtx"), 4);
+    ck_assert_int_eq(tsql_int(db, "SELECT count(*) FROM (SELECT tid FROM nvtx WHERE kind = 'push'"
+                                  " AND message LIKE 't_' GROUP BY tid HAVING count(*) = 1000"
+                                  " AND count(DISTINCT message) = 1)"),
+                     4);
+    sqlite3_close(db);
+    run_free(&r);
+    world_free(&w);
+}
+END_TEST
+
 /* A run inside a run finds libcutrace.so there already: no chain, no note. */
 START_TEST(test_cutrace_run_nested)
 {
@@ -496,6 +520,7 @@ Suite *nvtx_suite(void)
     tcase_add_test(tc, test_reports_use_phases);
     tcase_add_test(tc, test_tables_full);
     tcase_add_test(tc, test_tables_full_chained);
+    tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_cutrace_run_nested);
     tcase_add_test(tc, test_real_nccl_ranges);
     suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,8 +70,43 @@ static int many(void)
     return 0;
 }
 
+#define THREADS 4
+#define ROUNDS  1000
+
+/* Nested ranges on each thread at once: each thread's levels are its own. */
+static void *ranges(void *arg)
+{
+    intptr_t wrong = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        wrong += nvtxRangePushA((const char *)arg) != 0;
+        wrong += nvtxRangePushA("inner") != 1;
+        wrong += nvtxRangePop() != 1;
+        wrong += nvtxRangePop() != 0;
+    }
+    return (void *)wrong;
+}
+
+static int threads(void)
+{
+    static const char *names[THREADS] = {"t0", "t1", "t2", "t3"};
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        if (pthread_create(&t[i], NULL, ranges, (void *)names[i]) != 0)
+            return 1;
+    intptr_t wrong = 0;
+    for (int i = 0; i < THREADS; i++) {
+        void *w;
+        pthread_join(t[i], &w);
+        wrong += (intptr_t)w;
+    }
+    printf("threads wrong levels %ld\n", (long)wrong);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "threads") == 0)
+        return threads();
     if (argc > 1 && strcmp(argv[1], "many") == 0)
         return many();
     void *weights = NULL, *scratch = NULL;
