@@ -52,7 +52,16 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
+    "  --server-version X.Y.Z        the server's release: chooses its code path\n"
+    "  --page-size N                 SGLang: tokens per KV page\n"
+    "  --max-total-tokens N          SGLang: cap on the pool\n"
+    "  --num-layers N                the model's layers (SGLang) or KV layers (vLLM)\n"
+    "  --draft-num-layers D          SGLang: the draft model's layers\n"
+    "  --multimodal                  SGLang: the model is multimodal\n"
+    "  --block-size N                vLLM: tokens per KV block\n"
+    "  --block-bytes BYTES           vLLM: one layer's bytes per block\n"
+    "  --max-model-len N             vLLM: for its one-request check\n" CLI_FILTER_HELP
         CLI_FORMAT_HELP CLI_HELP_HELP "\n"
     "The filters choose the GPU pairs listed: a pair passes when a process on\n"
     "its GPU, in either run, has a rank, pid and host listed; --gpu INDEX is the\n"
