@@ -47,6 +47,7 @@
 #include <wchar.h>
 
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
 
 #include "../core/hook.h"
 #include "../core/thread.h"
@@ -59,15 +60,6 @@
 #define NVTX_FLAG_COLOR      (1ull << 32)
 #define NVTX_FLAG_CUT        (1ull << 33)
 #define NVTX_FLAG_REGISTERED (1ull << 34)
-
-/* NVTX's extended payload (nvtx3/nvToolsExtPayload.h): payload.ullValue
- * points at reserved0 nvtxPayloadData_t {schemaId, size, payload}. */
-#define NVTX_PAYLOAD_TYPE_EXT_VALUE ((int32_t)0xDFBD0009)
-struct payload_data {
-    uint64_t schema_id;
-    size_t size;
-    const void *payload;
-};
 
 struct text {
     char bytes[NVTX_TEXT_BYTES];
@@ -279,13 +271,13 @@ static void fill_attributes(struct ct_event *ev, const nvtxEventAttributes_t *a)
     case NVTX_PAYLOAD_TYPE_FLOAT:
         ev->rec.arg[5] = a->payload.uiValue;
         break;
-    case NVTX_PAYLOAD_TYPE_EXT_VALUE: {
+    case NVTX_PAYLOAD_TYPE_EXT: {
         /* The first of its payloads: NCCL's structs start with the
          * communicator hash and the bytes (or nranks, rank). */
-        const struct payload_data *p = (const struct payload_data *)(uintptr_t)a->payload.ullValue;
+        const nvtxPayloadData_t *p = (const nvtxPayloadData_t *)(uintptr_t)a->payload.ullValue;
         if (!p || a->reserved0 < 1)
             break;
-        ev->rec.arg[5] = p->schema_id;
+        ev->rec.arg[5] = p->schemaId;
         if (p->payload && p->size != (size_t)-1) {
             size_t n = p->size < 16 ? p->size : 16;
             memcpy(&ev->rec.arg[6], p->payload, n);
@@ -749,6 +741,7 @@ static bool fill_module(const NvtxExportTableCallbacks *etc, NvtxCallbackModule 
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static NvtxInitializeInjectionNvtxFunc_t chain_init;
+static NvtxExtInitializeInjectionFunc_t chain_ext_init; /* its extensions' initializer */
 static bool chain_tried;
 static NvtxGetExportTableFunc_t chain_target; /* the object being initialised (under the lock) */
 static NvtxFunctionPointer chain_slots_core[NVTX_CBID_CORE_SIZE];
@@ -805,6 +798,8 @@ static void chain_load(void)
     if (init == (void *)InitializeInjectionNvtx2)
         return; /* ourselves, through another path */
     chain_init = (NvtxInitializeInjectionNvtxFunc_t)init;
+    chain_ext_init =
+        (NvtxExtInitializeInjectionFunc_t)dlsym(lib, "InitializeInjectionNvtxExtension");
 }
 
 /* Under init_lock: runs the chained initializer for one object and keeps
@@ -854,4 +849,20 @@ CT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table
     bool core = fill_module(etc, NVTX_CB_MODULE_CORE, our_core, NVTX_CBID_CORE_SIZE);
     bool core2 = fill_module(etc, NVTX_CB_MODULE_CORE2, our_core2, NVTX_CBID_CORE2_SIZE);
     return core || core2;
+}
+
+/*
+ * NVTX's extension modules (payload schemas, counters, memory regions)
+ * look for this entry point in the same library. cutrace records none of
+ * them: a chained tool's own initializer gets each module, as it would
+ * alone; without one they stay no-ops (0: not initialised).
+ */
+int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info);
+CT_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info)
+{
+    pthread_mutex_lock(&init_lock);
+    chain_load();
+    NvtxExtInitializeInjectionFunc_t next = chain_ext_init;
+    pthread_mutex_unlock(&init_lock);
+    return next && info ? next(info) : 0;
 }

@@ -19,7 +19,7 @@
 #include "suites.h"
 
 /* What nvtx_app prints with cutrace as its only NVTX tool. */
-static const char ours_out[] = "push 0\npop 0\nwide push 0\nwide pop 0\nextra pop -1\n"
+static const char ours_out[] = "push 0\npop 0\nwide push 0\nwide pop 0\nextra pop -1\nschema 0\n"
                                "nccl push 0\nnccl pop 0\na 0\nb 0\n";
 
 static char *slurp(const char *path)
@@ -140,7 +140,7 @@ START_TEST(test_untraced_unchanged)
     const char *argv[] = {build_path("progs/nvtx_app"), NULL};
     struct run r = run_prog(&w, false, argv, 60);
     ck_assert_int_eq(r.status, 0);
-    ck_assert_uint_eq(count_lines(r.out), 9);
+    ck_assert_uint_eq(count_lines(r.out), 10);
     char **files;
     ck_assert_uint_eq(list_traces(&w, &files), 0);
     run_free(&r);
@@ -164,7 +164,7 @@ static struct tool_view chain_alone(void)
     struct tool_view v = {chain_counts(&w), strdup(r.out)};
     /* Every callback reached it, through three NVTX initialisations. */
     ck_assert_str_eq(v.counts, "inits=3 pushes=5 pops=6 marks=3 starts=1 ends=1 domains=1 "
-                               "strings=1 payloads=1 names=2 bad=0\n");
+                               "strings=1 payloads=1 names=2 extensions=1 bad=0\n");
     run_free(&r);
     world_free(&w);
     return v;
@@ -401,7 +401,7 @@ END_TEST
 START_TEST(test_tables_full_chained)
 {
     static const char alone[] = "inits=1 pushes=0 pops=0 marks=0 starts=0 ends=0 domains=300 "
-                                "strings=5000 payloads=0 names=0 bad=0\n";
+                                "strings=5000 payloads=0 names=0 extensions=0 bad=0\n";
     const char *argv[] = {build_path("progs/nvtx_app"), "many", NULL};
     for (int traced = 0; traced < 2; traced++) {
         struct world w;

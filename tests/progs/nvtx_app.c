@@ -146,6 +146,10 @@ int main(int argc, char **argv)
     /* Not recorded; a chained tool still gets them. */
     nvtxNameOsThreadA(1, "main");
     nvtxDomainNameCategoryA(nccl, 1, "collectives");
+    /* An extension module (payload schemas): a chained tool's to initialise. */
+    nvtxPayloadSchemaAttr_t schema;
+    memset(&schema, 0, sizeof schema);
+    printf("schema %llu\n", (unsigned long long)nvtxPayloadSchemaRegister(nccl, &schema));
     nvtxStringHandle_t name = nvtxDomainRegisterStringA(nccl, "ncclAllReduce");
     nccl_like_range(nccl, name);
 
