@@ -26,16 +26,17 @@
  * and registered strings live in fixed tables claimed with one atomic add
  * (their handles point into them); a table that is full hands out one
  * shared overflow entry, or, chained, the other tool's own handle (which
- * cutrace then records as the overflow entry). Only the initializer takes a lock (once per
- * object), to load and initialise a chained library.
+ * cutrace then records as the overflow entry). Only the initializer
+ * takes a lock (once per object), to load and initialise a chained
+ * library.
  *
  * Chaining: when `cutrace run` found NVTX_INJECTION64_PATH already set
  * (Nsight Systems sets it), it moved that path to CUTRACE_NVTX_CHAIN. The
  * initializer then loads that library too and runs its initializer against
  * tables of our own, so that every callback it installs is called after
- * ours with the same arguments (domain and string handles translated to
- * its own). Other callback modules (naming CUDA objects, sync) are handed
- * to it untouched: we do not record them.
+ * its own). Other callback modules (naming CUDA objects, sync) and NVTX's
+ * extension modules (InitializeInjectionNvtxExtension) are handed to it
+ * untouched: we do not record them.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -740,6 +741,19 @@ static bool fill_module(const NvtxExportTableCallbacks *etc, NvtxCallbackModule 
 /* ---- chaining: the other library's initializer against our tables ---- */
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A fork while another thread initialises leaves the child a lock no one
+ * will release: the child's only thread starts with it free. */
+static void child_after_fork(void)
+{
+    pthread_mutex_init(&init_lock, NULL);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, child_after_fork);
+}
 static NvtxInitializeInjectionNvtxFunc_t chain_init;
 static NvtxExtInitializeInjectionFunc_t chain_ext_init; /* its extensions' initializer */
 static bool chain_tried;
@@ -841,6 +855,7 @@ CT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table
         (const NvtxExportTableCallbacks *)get_export_table(NVTX_ETID_CALLBACKS);
     if (!etc || etc->struct_size < sizeof *etc || !etc->GetModuleFunctionTable)
         return 0;
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&init_lock);
     chain_load();
     if (chain_init)
@@ -860,6 +875,7 @@ CT_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table
 int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info);
 CT_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info)
 {
+    pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&init_lock);
     chain_load();
     NvtxExtInitializeInjectionFunc_t next = chain_ext_init;
