@@ -7,7 +7,8 @@
 PRELOAD_CORE_SRC  := $(wildcard preload/core/*.c)
 PRELOAD_HOOK_SRC  := preload/hooks/hook_runtime.c preload/hooks/hook_driver.c \
                      preload/hooks/hook_nccl.c preload/hooks/hook_lookup.c \
-                     preload/hooks/hook_process.c preload/hooks/hook_fds.c
+                     preload/hooks/hook_process.c preload/hooks/hook_fds.c \
+                     preload/hooks/hook_nvtx.c
 PRELOAD_SRC       := $(PRELOAD_CORE_SRC) $(PRELOAD_HOOK_SRC)
 PRELOAD_CFLAGS     = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -isystem $(CUDA_INC)
 PRELOAD_LDLIBS    := $(SQLITE_A) -ldl -lpthread -lm

@@ -92,6 +92,25 @@ TEST_PROG_BINS := $(TEST_PROGS:%=$(BUILD)/progs/%) $(BUILD)/progs/real_toolkit \
                   $(BUILD)/progs/libsf_fail.so $(BUILD)/progs/libsigsafe_cuda.so \
                   $(BUILD)/progs/libraise_in_fallocate.so $(BUILD)/progs/libsig_window.so
 
+# NVTX (test_nvtx.c): a program and two shared objects on the toolkit's nvtx3
+# headers, each initialising NVTX on its own, and a second injection library.
+TEST_PROG_BINS += $(BUILD)/progs/nvtx_app $(BUILD)/progs/libnvtx_chain.so
+
+$(BUILD)/progs/libnvtx_%.so: tests/progs/nvtx_lib.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) -DNVTX_LIB_NAME=nvtx_$* \
+		-DNVTX_LIB_ENTRY=nvtx_$*_entry $< -o $@ -ldl
+
+$(BUILD)/progs/nvtx_app: tests/progs/nvtx_app.c $(BUILD)/progs/libnvtx_a.so \
+                         $(BUILD)/progs/libnvtx_b.so $(BUILD)/fake/libcudart.so.12
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -isystem $(CUDA_INC) $< -o $@ -L$(BUILD)/progs -L$(BUILD)/fake \
+		-lnvtx_a -lnvtx_b -lcudart -ldl -lpthread -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/progs/libnvtx_chain.so: tests/progs/nvtx_chain.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -isystem $(CUDA_INC) $< -o $@
+
 $(BUILD)/progs/roads_static: tests/progs/roads_static.c $(FAKE_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $< -o $@ -L$(BUILD)/fake -lfake_static_user -lfake_expandable -lcudart

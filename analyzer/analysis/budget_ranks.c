@@ -117,12 +117,14 @@ static bool rank_from_burst(const struct budget_analysis *r, uint32_t proc, stru
         out->choice = xasprintf(
             "pre = seq %" PRId64 ", the last measurement before the weight burst (seq %" PRId64
             "-%" PRId64 ": %" PRId64 " allocations, %s); post = seq %" PRId64
-            ", the first after it%s",
+            ", the first after it%s%s%s%s",
             event_seq(m, proc, b.before), event_seq(m, proc, b.first), event_seq(m, proc, b.last),
             b.count, bytes, event_seq(m, proc, b.after),
             b.kv_like_skipped ? " (a later, larger stretch of equal allocations looked like a KV "
                                 "pool and was passed over)"
-                              : "");
+                              : "",
+            b.named ? " (the weight burst is the program's NVTX range " : "",
+            b.named ? gm_text(m, b.named_text) : "", b.named ? ")" : "");
         if (r->o->framework == BUDGET_VLLM)
             vllm_after_profile(m, proc, gpu, out);
     } else if (b.count > 0 && b.bytes >= r->o->burst_min) {

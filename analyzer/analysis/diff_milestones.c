@@ -131,6 +131,15 @@ static void build_milestones(struct diff *d, struct diff_run *r, struct diff_gpu
             ms.kind = MS_END;
             ms.detail = e->a;
             break;
+        case GM_EV_NVTX_MARK:
+        case GM_EV_NVTX_BEGIN:
+        case GM_EV_NVTX_END:
+            /* Aligned by phase: the message names it in both runs. */
+            ms.kind = e->type == GM_EV_NVTX_MARK    ? MS_NVTX_MARK
+                      : e->type == GM_EV_NVTX_BEGIN ? MS_NVTX_BEGIN
+                                                    : MS_NVTX_END;
+            ms.sub = diff_string_id(d, e->a >= 0 && (size_t)e->a < m->ntexts ? m->texts[e->a] : "");
+            break;
         case GM_EV_CAPTURE_BEGIN:
         case GM_EV_CAPTURE_END:
             capture = true;
@@ -506,7 +515,7 @@ bool diff_step_diverges(const struct diff *d, const struct diff_pair *p, const s
 char *diff_ms_label(const struct diff *d, const struct diff_milestone *ms)
 {
     char *name = ms_name((enum ms_kind)ms->kind, ms->occurrence,
-                         ms->kind == MS_FAILED ? diff_string(d, ms->sub) : NULL);
+                         ms_has_sub((enum ms_kind)ms->kind) ? diff_string(d, ms->sub) : NULL);
     if (ms->kind != MS_MEASUREMENT || ms->tag == MS_TAG_NONE)
         return name;
     char *tagged = xasprintf("%s (%s)", name, ms_tag_key((enum ms_tag)ms->tag));

@@ -194,6 +194,12 @@ static enum ms_kind kind_of_event(enum gm_event_type type, bool *milestone)
         return MS_CAPTURE_BEGIN;
     case GM_EV_CAPTURE_END:
         return MS_CAPTURE_END;
+    case GM_EV_NVTX_MARK:
+        return MS_NVTX_MARK;
+    case GM_EV_NVTX_BEGIN:
+        return MS_NVTX_BEGIN;
+    case GM_EV_NVTX_END:
+        return MS_NVTX_END;
     default:
         *milestone = false;
         return MS_FIRST_CALL;
@@ -203,6 +209,16 @@ static enum ms_kind kind_of_event(enum gm_event_type type, bool *milestone)
 const struct gm_event *timeline_row_event(const struct gm_model *m, const struct row *r)
 {
     return &m->procs[r->proc].events[r->event];
+}
+
+const char *timeline_row_sub(const struct gm_model *m, const struct row *r)
+{
+    const struct gm_event *e = timeline_row_event(m, r);
+    if (r->kind == MS_FAILED)
+        return gm_api_name(m, e->api);
+    if (ms_has_sub(r->kind))
+        return e->a >= 0 && (size_t)e->a < m->ntexts ? m->texts[e->a] : "";
+    return NULL;
 }
 
 void timeline_build_gpu(const struct gm_model *m, struct gpu_report *g)
@@ -276,18 +292,28 @@ void timeline_build_gpu(const struct gm_model *m, struct gpu_report *g)
     if (g->nrows > 1)
         qsort(g->rows, g->nrows, sizeof(*g->rows), compare_rows);
     /* Numbered as milestones.h says: failed calls also among their api's,
-     * as `cutrace diff` names them. */
+     * NVTX milestones among their message's, as `cutrace diff` names them. */
     uint32_t seen[MS_KINDS] = {0};
     uint32_t *failed = xcalloc(m->napis + 1, sizeof(*failed));
+    uint32_t *nvtx[3] = {NULL, NULL, NULL};
     for (size_t i = 0; i < g->nrows; i++) {
         struct row *r = &g->rows[i];
         r->n = ++seen[r->kind];
         if (r->kind == MS_FAILED) {
             uint32_t api = timeline_row_event(m, r)->api;
             r->n_api = ++failed[api < m->napis ? api : m->napis];
+        } else if (ms_has_sub(r->kind)) {
+            int k = r->kind - MS_NVTX_MARK;
+            assert(k >= 0 && k < 3);
+            if (!nvtx[k])
+                nvtx[k] = xcalloc(m->ntexts + 1, sizeof(*nvtx[k]));
+            int64_t text = timeline_row_event(m, r)->a;
+            r->n_api = ++nvtx[k][text >= 0 && (size_t)text < m->ntexts ? (size_t)text : m->ntexts];
         }
     }
     free(failed);
+    for (int k = 0; k < 3; k++)
+        free(nvtx[k]);
     for (size_t i = 0; i < g->nrows; i++)
         for (int c = 0; c < GM_CATEGORIES; c++)
             if (g->rows[i].live[c] > g->peak[c])

@@ -23,7 +23,8 @@ struct row {
     int64_t count, bytes, first_seq, last_seq; /* bursts; count = graphs for captures */
     uint8_t tag;    /* measurements: enum ms_tag (around the process's weight burst) */
     uint32_t n;     /* 1-based among the GPU's rows of its kind (milestones.h) */
-    uint32_t n_api; /* failed calls: 1-based among the GPU's failed calls of its api */
+    uint32_t n_api; /* failed calls: 1-based among the GPU's failed calls of its api;
+                       NVTX milestones: among the GPU's of their kind and message */
 };
 
 struct gpu_report {
@@ -39,5 +40,8 @@ void timeline_build_gpu(const struct gm_model *m, struct gpu_report *g);
 
 /* The model event a row stands at. */
 const struct gm_event *timeline_row_event(const struct gm_model *m, const struct row *r);
+/* What names a row besides its kind (ms_name's sub): a failed call's api,
+ * an NVTX milestone's message; NULL for the others. */
+const char *timeline_row_sub(const struct gm_model *m, const struct row *r);
 
 #endif

@@ -64,6 +64,9 @@ static const char usage[] =
     "  CUTRACE_LIB       the libcutrace.so to preload (default: next to the cutrace\n"
     "                    binary, then ../lib/ relative to it)\n"
     "  CUTRACE_DISABLE   removed from CMD's environment, so that it is traced\n"
+    "  NVTX_INJECTION64_PATH  set to libcutrace.so, which records NVTX ranges and\n"
+    "                    marks; a library already named there (Nsight Systems') is\n"
+    "                    kept as CUTRACE_NVTX_CHAIN and gets every NVTX call too\n"
     "\n"
     "exit status: CMD's own, or 128+N if it died of signal N; 126 CMD not\n"
     "executable; 127 CMD not found; 125 cutrace could not set up the run;\n"
@@ -256,6 +259,34 @@ static int set_child_environment(const char *preload, const char *trace_dir)
         return -1;
     }
     return 0;
+}
+
+/*
+ * NVTX's injection library (docs/nvtx.md): libcutrace.so. One already set
+ * (Nsight Systems sets its own) is not taken over silently: it moves to
+ * CUTRACE_NVTX_CHAIN, which libcutrace.so loads and forwards every NVTX
+ * call to, and one note says so. A run inside a run finds its own library
+ * there already and leaves it.
+ */
+static int set_nvtx_environment(const char *library)
+{
+    const char *old = getenv("NVTX_INJECTION64_PATH");
+    if (old && *old && !same_file(old, library)) {
+        if (setenv("CUTRACE_NVTX_CHAIN", old, 1) != 0)
+            goto failed;
+        char *quoted = shell_quote(old);
+        fprintf(stderr,
+                "cutrace: NVTX_INJECTION64_PATH was %s: cutrace records NVTX ranges and "
+                "forwards every NVTX call to it\n",
+                quoted);
+        free(quoted);
+    }
+    if (setenv("NVTX_INJECTION64_PATH", library, 1) != 0)
+        goto failed;
+    return 0;
+failed:
+    cli_error(NULL, "cannot set the command's environment: %s", strerror(errno));
+    return -1;
 }
 
 /* What run_child tells its caller besides the status. */
@@ -534,7 +565,9 @@ int cmd_run(int argc, char **argv)
     int status = EXIT_RUN_FAILED;
     if (run_name) {
         run.dir = cli_path_join(parent, run_name);
-        status = set_child_environment(preload, run.dir) == 0 ? 0 : EXIT_RUN_FAILED;
+        status = set_child_environment(preload, run.dir) == 0 && set_nvtx_environment(library) == 0
+                     ? 0
+                     : EXIT_RUN_FAILED;
     }
     if (status == 0) {
         run.manifest.cutrace_version = xstrdup(CUTRACE_VERSION);

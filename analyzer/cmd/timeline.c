@@ -133,6 +133,10 @@ static char *row_text(const struct gm_model *m, const struct row *r)
                              result_describe(res, sizeof(res), (enum result_layer)e->layer, e->a));
         return xasprintf("%s: %s: %s", label, api,
                          result_describe(res, sizeof(res), (enum result_layer)e->layer, e->a));
+    case MS_NVTX_MARK:
+    case MS_NVTX_BEGIN:
+    case MS_NVTX_END:
+        return xasprintf("%s: %s", label, timeline_row_sub(m, r));
     case MS_END:
         return xasprintf("%s: %s", label, end_text(p));
     }
@@ -463,8 +467,8 @@ static void print_row_json(struct json_writer *w, const struct gm_model *m,
     free(text);
     /* The row's name in `cutrace diff` and the moment that names it for
      * `cutrace sites --at` (milestones.h). */
-    char *name = r->kind == MS_FAILED ? ms_name(r->kind, r->n_api, gm_api_name(m, e->api))
-                                      : ms_name(r->kind, r->n, NULL);
+    const char *sub = timeline_row_sub(m, r);
+    char *name = sub ? ms_name(r->kind, r->n_api, sub) : ms_name(r->kind, r->n, NULL);
     json_kv_string(w, "name", name);
     free(name);
     char *at = xasprintf("%s:%u", ms_key(r->kind), r->n);

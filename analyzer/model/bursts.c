@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MIB (1ll << 20)
 
@@ -37,6 +38,16 @@ static const struct gm_alloc *burst_alloc(const struct gm_process *p, const stru
     return a->top && gm_is_gpu_kind((enum gm_kind)a->kind) ? a : NULL;
 }
 
+/* Adds the allocation of event i to burst b. */
+static void burst_add(struct gm_burst *b, size_t i, const struct gm_alloc *a)
+{
+    if (b->count == 0)
+        b->first = (uint32_t)i;
+    b->last = (uint32_t)i;
+    b->count++;
+    b->bytes = gm_add(b->bytes, a->size);
+}
+
 /* The stretches of a process on a GPU between its measurements there. */
 static struct gm_burst *stretches(const struct gm_model *m, uint32_t proc, uint32_t gpu,
                                   size_t *count)
@@ -56,13 +67,8 @@ static struct gm_burst *stretches(const struct gm_model *m, uint32_t proc, uint3
             continue;
         }
         const struct gm_alloc *a = burst_alloc(p, e, gpu);
-        if (!a)
-            continue;
-        if (cur.count == 0)
-            cur.first = (uint32_t)i;
-        cur.last = (uint32_t)i;
-        cur.count++;
-        cur.bytes = gm_add(cur.bytes, a->size);
+        if (a)
+            burst_add(&cur, i, a);
     }
     out = xgrow(out, &cap, n + 1, sizeof(*out));
     out[n++] = cur;
@@ -119,9 +125,67 @@ static bool kv_like(const struct gm_model *m, const struct gm_burst *b)
     return b->bytes > 0 && (double)set >= 0.9 * (double)b->bytes;
 }
 
+/* The end of the NVTX range that begins at event i: the next end of the
+ * same message and level (model/nvtx.c pairs them), SIZE_MAX if none. */
+static size_t range_end(const struct gm_process *p, size_t i)
+{
+    const struct gm_event *b = &p->events[i];
+    for (size_t k = i + 1; k < p->nevents; k++)
+        if (p->events[k].type == GM_EV_NVTX_END && p->events[k].a == b->a && p->events[k].b == b->b)
+            return k;
+    return SIZE_MAX;
+}
+
+static bool mentions_weights(const char *message)
+{
+    return message && strcasestr(message, "weight");
+}
+
+/* The weight phase the program named, if any (gm_weight_burst). */
+static bool named_weight_phase(const struct gm_model *m, uint32_t proc, uint32_t gpu,
+                               struct gm_burst *out)
+{
+    const struct gm_process *p = &m->procs[proc];
+    for (size_t i = 0; i < p->nevents; i++) {
+        const struct gm_event *e = &p->events[i];
+        if (e->type != GM_EV_NVTX_BEGIN || e->gpu != gpu || e->a < 0 || e->a > UINT32_MAX ||
+            !mentions_weights(gm_text(m, (uint32_t)e->a)))
+            continue;
+        size_t end = range_end(p, i);
+        if (end == SIZE_MAX)
+            continue;
+        struct gm_burst b = {.proc = proc,
+                             .gpu = gpu,
+                             .before = GM_NONE,
+                             .after = GM_NONE,
+                             .named = true,
+                             .named_text = (uint32_t)e->a};
+        for (size_t k = 0; k < p->nevents; k++) {
+            const struct gm_event *x = &p->events[k];
+            if (x->type == GM_EV_MEASURE && x->gpu == gpu) {
+                if (k < i)
+                    b.before = (uint32_t)k;
+                else if (k > end && b.after == GM_NONE)
+                    b.after = (uint32_t)k;
+                continue;
+            }
+            const struct gm_alloc *a = k > i && k < end ? burst_alloc(p, x, gpu) : NULL;
+            if (a)
+                burst_add(&b, k, a);
+        }
+        if (b.before != GM_NONE && b.after != GM_NONE && b.count > 0) {
+            *out = b;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int64_t burst_min,
                      struct gm_burst *out)
 {
+    if (named_weight_phase(m, proc, gpu, out))
+        return true;
     size_t n;
     struct gm_burst *s = stretches(m, proc, gpu, &n);
     size_t best = SIZE_MAX, first = SIZE_MAX, largest = SIZE_MAX;

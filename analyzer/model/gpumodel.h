@@ -121,6 +121,12 @@ enum gm_event_type {
     GM_EV_COLLECTIVE, /* the process's first NCCL collective or p2p call */
     GM_EV_FAILED,     /* a: result, b: size */
     GM_EV_END,        /* the process's last event on this GPU; a: 1 exited cleanly */
+    /* NVTX (model/nvtx.c, docs/nvtx.md): a: gm_text id of the message (of
+     * the range's begin, for an end), b: the push's nesting level (0 for
+     * marks and start/end ranges). Not NCCL's own per-call ranges. */
+    GM_EV_NVTX_MARK,
+    GM_EV_NVTX_BEGIN,
+    GM_EV_NVTX_END,
 };
 
 struct gm_event {
@@ -473,6 +479,10 @@ struct gm_burst {
     uint32_t before, after;
     bool kv_like_skipped; /* a later, larger stretch that looked like a KV pool was passed over */
     int64_t skipped_bytes;
+    /* The weight burst only: it is the program's own NVTX range (named_text
+     * its message, gm_text), not found from the sizes. */
+    bool named;
+    uint32_t named_text;
 };
 
 #define GM_BURST_MIN_DEFAULT (1ll << 30)
@@ -488,6 +498,12 @@ struct gm_burst {
  * none; then *out describes the largest stretch of any kind (before the
  * first or after the last measurement included; count 0 if none) so that
  * the caller can say why.
+ *
+ * A phase the program named comes first (docs/nvtx.md): its first NVTX
+ * range on that GPU whose message mentions weights ("load_weights", any
+ * case) with a measurement before it and one after it is the weight burst,
+ * whatever its size: its allocations between the range's begin and end,
+ * the measurements the last before its begin and the first after its end.
  */
 bool gm_weight_burst(const struct gm_model *m, uint32_t proc, uint32_t gpu, int64_t burst_min,
                      struct gm_burst *out);

@@ -326,6 +326,12 @@ static enum role role_from_text(const char *role)
         {"collective", ROLE_COLLECTIVE},
         {"p2p", ROLE_COLLECTIVE},
         {"lookup", ROLE_LOOKUP},
+        {"nvtx_mark", ROLE_NVTX_MARK},
+        {"nvtx_push", ROLE_NVTX_PUSH},
+        {"nvtx_pop", ROLE_NVTX_POP},
+        {"nvtx_start", ROLE_NVTX_START},
+        {"nvtx_end", ROLE_NVTX_END},
+        {"nvtx_domain", ROLE_NVTX_DOMAIN},
     };
     for (size_t i = 0; role && i < sizeof(roles) / sizeof(roles[0]); i++)
         if (strcmp(role, roles[i].text) == 0)
@@ -504,6 +510,7 @@ uint32_t ld_gpu_of(struct pass *s, int64_t ordinal)
 
 static void pass_free(struct pass *s)
 {
+    nvtx_free(s);
     free(s->infos);
     free(s->name_info);
     free(s->resettable);

@@ -54,7 +54,14 @@ enum role {
     ROLE_COMM_INIT,
     ROLE_COLLECTIVE,
     ROLE_LOOKUP,
+    ROLE_NVTX_MARK, /* the nvtx layer's records (model/nvtx.c) */
+    ROLE_NVTX_PUSH,
+    ROLE_NVTX_POP,
+    ROLE_NVTX_START,
+    ROLE_NVTX_END,
+    ROLE_NVTX_DOMAIN,
 };
+#define ROLE_IS_NVTX(r) ((r) >= ROLE_NVTX_MARK && (r) <= ROLE_NVTX_DOMAIN)
 
 /* One api of a trace's apis table, as the loader needs it. */
 struct api_info {
@@ -115,7 +122,8 @@ struct loader {
     size_t traces_done, traces;
 };
 
-struct callstats; /* callstats.c */
+struct callstats;  /* callstats.c */
+struct nvtx_state; /* nvtx.c */
 
 /* Per trace, during its calls pass. */
 struct pass {
@@ -183,6 +191,7 @@ struct pass {
     int64_t scanned;
     size_t events_cap, allocs_cap, comms_cap;
     struct callstats *stats;
+    struct nvtx_state *nvtx; /* model/nvtx.c, NULL until the first NVTX record */
 };
 
 /* One row of the events table, decoded. */
@@ -197,6 +206,11 @@ struct call_row {
     bool nested, has_parent;
     bool logical; /* not a second sighting of its parent's event (logical_events) */
     const struct api_info *info;
+    /* NVTX records (nvtx.c): the model event they make (0 none), its
+     * message (gm_text id) and nesting level. */
+    uint8_t nvtx_event;
+    uint32_t nvtx_text;
+    int64_t nvtx_level;
 };
 
 /* load.c */
@@ -217,6 +231,13 @@ int ld_read_inflight(struct pass *s);
  * added to L->opens. */
 void ld_read_ipc(struct pass *s, size_t first_export);
 void ld_resolve_pending(struct pass *s);
+
+/* nvtx.c: an NVTX record of the pass, in seq order (the handle and tid
+ * columns of stmt at those positions): its domain named, its range paired,
+ * c->nvtx_* set. */
+void nvtx_read(struct pass *s, struct call_row *c, struct sqlite3_stmt *stmt, int col_handle,
+               int col_tid);
+void nvtx_free(struct pass *s);
 
 /* callstats.c: summary's counters, fed by the pass. */
 /* The process's device of that ordinal, made on first use. */

@@ -44,6 +44,11 @@ static const struct {
     [MS_COLLECTIVE] = {"first_collective", "first collective", NULL, MS_BY_PROCESS,
                        GM_EV_COLLECTIVE},
     [MS_FAILED] = {"failed_call", "failed", "failed %u", MS_BY_OCCURRENCE, GM_EV_FAILED},
+    [MS_NVTX_MARK] = {"nvtx_mark", "NVTX mark", "NVTX mark %u", MS_BY_OCCURRENCE, GM_EV_NVTX_MARK},
+    [MS_NVTX_BEGIN] = {"nvtx_begin", "NVTX range begins", "NVTX range %u begins", MS_BY_OCCURRENCE,
+                       GM_EV_NVTX_BEGIN},
+    [MS_NVTX_END] = {"nvtx_end", "NVTX range ends", "NVTX range %u ends", MS_BY_OCCURRENCE,
+                     GM_EV_NVTX_END},
     [MS_END] = {"process_end", "last event", NULL, MS_BY_PROCESS, GM_EV_END},
 };
 
@@ -75,11 +80,21 @@ bool ms_kind_of_key(const char *key, size_t len, enum ms_kind *out)
     return false;
 }
 
-char *ms_name(enum ms_kind kind, uint32_t n, const char *api)
+bool ms_has_sub(enum ms_kind kind)
+{
+    return kind == MS_FAILED || kind == MS_NVTX_MARK || kind == MS_NVTX_BEGIN ||
+           kind == MS_NVTX_END;
+}
+
+char *ms_name(enum ms_kind kind, uint32_t n, const char *sub)
 {
     assert((unsigned)kind < MS_KINDS);
-    if (kind == MS_FAILED && api)
-        return xasprintf("%s %s %u", kinds[kind].label, api, n);
+    if (kind == MS_FAILED && sub)
+        return xasprintf("%s %s %u", kinds[kind].label, sub, n);
+    if (kind == MS_NVTX_MARK && sub)
+        return xasprintf("NVTX mark %s %u", sub, n);
+    if ((kind == MS_NVTX_BEGIN || kind == MS_NVTX_END) && sub)
+        return xasprintf("NVTX %s %u %s", sub, n, kind == MS_NVTX_BEGIN ? "begins" : "ends");
     if (kinds[kind].numbering == MS_BY_OCCURRENCE)
         return xasprintf(kinds[kind].numbered, n);
     return n > 1 ? xasprintf("%s, process %u", kinds[kind].label, n) : xstrdup(kinds[kind].label);
@@ -230,7 +245,8 @@ static bool ends_capture_group(enum gm_event_type type)
 {
     return type == GM_EV_FIRST_CALL || type == GM_EV_COMM_INIT || type == GM_EV_IPC_EXPORT ||
            type == GM_EV_IPC_OPEN || type == GM_EV_MEASURE || type == GM_EV_COLLECTIVE ||
-           type == GM_EV_FAILED || type == GM_EV_END;
+           type == GM_EV_FAILED || type == GM_EV_END || type == GM_EV_NVTX_MARK ||
+           type == GM_EV_NVTX_BEGIN || type == GM_EV_NVTX_END;
 }
 
 /* Capture groups: a process's back-to-back captures until its next other

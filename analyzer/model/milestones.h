@@ -45,9 +45,12 @@ enum ms_kind {
     MS_CAPTURE_END,
     MS_COLLECTIVE,
     MS_FAILED,
+    MS_NVTX_MARK, /* the program's NVTX marks and ranges (docs/nvtx.md) */
+    MS_NVTX_BEGIN,
+    MS_NVTX_END,
     MS_END,
 };
-#define MS_KINDS 15
+#define MS_KINDS 18
 
 enum ms_numbering {
     MS_BY_OCCURRENCE, /* the N-th of its kind on the GPU */
@@ -65,11 +68,14 @@ bool ms_kind_of_key(const char *key, size_t len, enum ms_kind *out);
 /*
  * The text name of the n-th (1-based) milestone of a kind on a GPU: "NCCL
  * init 2", "CUDA-graph capture 1 begins", "weight burst begins" (the first
- * process), "last event, process 2". `api` names the call of a failed one
- * ("failed cudaMalloc 1", numbered among that api's), NULL otherwise.
- * Allocated.
+ * process), "last event, process 2". `sub` names the call of a failed one
+ * ("failed cudaMalloc 1", numbered among that api's) and the message of an
+ * NVTX one ("NVTX load_weights 1 begins", "NVTX mark ready 1", numbered
+ * among that message's), NULL otherwise. Allocated.
  */
-char *ms_name(enum ms_kind kind, uint32_t n, const char *api);
+char *ms_name(enum ms_kind kind, uint32_t n, const char *sub);
+/* Whether milestones of the kind are named and numbered by a `sub`. */
+bool ms_has_sub(enum ms_kind kind);
 
 /* The measurements around a weight burst. */
 enum ms_tag { MS_TAG_NONE, MS_TAG_PRE, MS_TAG_POST };
@@ -105,7 +111,7 @@ struct moment_spec {
     "first_call, comm_init, ipc_export,\n"                                                         \
     "                      ipc_open, measurement, weight_burst_begin, weight_burst_end,\n"         \
     "                      capture_begin, capture_end, first_collective, failed_call,\n"           \
-    "                      process_end"
+    "                      nvtx_mark, nvtx_begin, nvtx_end, process_end"
 
 /* Parses a moment; false (with *why, a static phrase) when it is none. */
 bool moment_parse(const char *arg, struct moment_spec *out, const char **why);

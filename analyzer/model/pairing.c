@@ -334,8 +334,9 @@ static void apply_call(struct pass *s, const struct call_row *c)
 
     /* The first call of the process, and its first call on each GPU. */
     uint32_t gpu = ld_gpu_of(s, c->device);
-    bool first = !s->seen_call;
-    if (!first && gpu != GM_PENDING && gpu != GM_NONE) {
+    /* NVTX records are the program's words, not CUDA calls. */
+    bool first = !s->seen_call && !ROLE_IS_NVTX(info->role);
+    if (!first && gpu != GM_PENDING && gpu != GM_NONE && !ROLE_IS_NVTX(info->role)) {
         first = true;
         for (size_t i = 0; first && i < s->nfirst; i++)
             first = s->first_call_gpus[i] != gpu;
@@ -346,7 +347,10 @@ static void apply_call(struct pass *s, const struct call_row *c)
         s->first_call_gpus[s->nfirst++] = gpu;
         add_event(s, GM_EV_FIRST_CALL, c->seq, c->t_ns, gpu, info->name, 0, 0, 0);
     }
-    s->seen_call = true;
+    s->seen_call |= !ROLE_IS_NVTX(info->role);
+    if (c->nvtx_event)
+        add_event(s, (enum gm_event_type)c->nvtx_event, c->seq, c->t_ns, gpu, info->name,
+                  c->nvtx_text, c->nvtx_level, 0);
 
     bool ok = c->result == 0;
     switch (info->role) {
@@ -396,7 +400,8 @@ static void apply_call(struct pass *s, const struct call_row *c)
     }
     /* Failed calls, except failed lookups (how libraries probe for driver
      * features) and failed inits (their own milestone says so). */
-    if (!ok && logical && info->role != ROLE_LOOKUP && info->role != ROLE_COMM_INIT)
+    if (!ok && logical && info->role != ROLE_LOOKUP && info->role != ROLE_COMM_INIT &&
+        !ROLE_IS_NVTX(info->role))
         add_event(s, GM_EV_FAILED, c->seq, c->t_ns, gpu, info->name, c->result,
                   c->size > 0 ? c->size : 0, info->layer);
 }
@@ -493,6 +498,7 @@ enum {
     COL_ARG7,
     COL_ARG5,
     COL_STACK,
+    COL_TID,
     NCOLS
 };
 
@@ -501,9 +507,9 @@ enum {
 static char *events_query(struct pass *s, bool notnull[NCOLS], int *rc)
 {
     static const char *const names[NCOLS] = {
-        "seq",     "t_ns",   "dur_ns",     "wait_ns", "api_id", "device", "ptr",     "size",
-        "result",  "depth",  "parent_seq", "arg0",    "arg1",   "arg2",   "arg3",    "caller",
-        "ret_seq", "handle", "arg4",       "arg6",    "arg7",   "arg5",   "stack_id"};
+        "seq",     "t_ns",   "dur_ns",     "wait_ns", "api_id", "device", "ptr",      "size",
+        "result",  "depth",  "parent_seq", "arg0",    "arg1",   "arg2",   "arg3",     "caller",
+        "ret_seq", "handle", "arg4",       "arg6",    "arg7",   "arg5",   "stack_id", "tid"};
     struct trace *t = (struct trace *)s->p->trace;
     sqlite3_stmt *stmt =
         trace_query(t, "SELECT name, \"notnull\" FROM pragma_table_info('events')", "");
@@ -676,6 +682,8 @@ int ld_read_calls(struct pass *s)
             handle_len =
                 col_is_null(stmt, COL_HANDLE) ? -1 : sqlite3_column_bytes(stmt, COL_HANDLE);
         }
+        if (ROLE_IS_NVTX(info->role))
+            nvtx_read(s, &c, stmt, COL_HANDLE, COL_TID);
         cs_row(s, &c, handle, handle_len);
         if (info->nccl != CC_NONE)
             cc_read_call(&s->p->nccl_calls, info->nccl, info->name, c.seq, stmt, &nccl_columns);

@@ -9,13 +9,20 @@
  *   - the roles the views use to derive allocations, meminfo and ipc.
  *
  * Columns of CT_API_LIST(X): X(name, layer, role, space, kind)
- *   layer: runtime | driver | nccl
+ *   layer: runtime | driver | nccl | nvtx
  *   role:  alloc | free | reset | meminfo | ipc_export | set_device |
  *          capture_begin | capture_end | graph_instantiate | graph_launch |
  *          version | unique_id | comm_init | comm_init_all | comm_finalize | comm_destroy |
  *          collective | p2p | group_start | group_end | register | deregister |
  *          lookup | map | unmap | set_access | vmm_export | ctx_create | ctx_destroy |
- *          synchronize
+ *          synchronize | nvtx_mark | nvtx_start | nvtx_end | nvtx_push | nvtx_pop |
+ *          nvtx_domain
+ *
+ * The nvtx layer is not interposed: libcutrace.so is NVTX's injection
+ * library (preload/hooks/hook_nvtx.c), and its records take these names,
+ * which no NVTX header declares (nvtxRangePush stands for nvtxRangePushA,
+ * W, Ex and nvtxDomainRangePushEx alike), so the registry has no hook for
+ * them.
  *
  * ncclCommInitAll_comm is not a symbol: ncclCommInitAll makes several
  * communicators in one call, and each gets a record of its own under that
@@ -139,7 +146,13 @@
     X(cuCtxSynchronize_v2, driver, synchronize, , )                                                \
     X(cuStreamSynchronize, driver, synchronize, , )                                                \
     X(cuStreamSynchronize_ptsz, driver, synchronize, , )                                           \
-    X(cuEventSynchronize, driver, synchronize, , )
+    X(cuEventSynchronize, driver, synchronize, , )                                                 \
+    X(nvtxMark, nvtx, nvtx_mark, , )                                                               \
+    X(nvtxRangeStart, nvtx, nvtx_start, , )                                                        \
+    X(nvtxRangeEnd, nvtx, nvtx_end, , )                                                            \
+    X(nvtxRangePush, nvtx, nvtx_push, , )                                                          \
+    X(nvtxRangePop, nvtx, nvtx_pop, , )                                                            \
+    X(nvtxDomainCreate, nvtx, nvtx_domain, , )
 
 enum ct_api {
     CT_API_NONE = 0,
@@ -149,7 +162,7 @@ enum ct_api {
         CT_API_COUNT
 };
 
-enum ct_layer { CT_LAYER_runtime, CT_LAYER_driver, CT_LAYER_nccl };
+enum ct_layer { CT_LAYER_runtime, CT_LAYER_driver, CT_LAYER_nccl, CT_LAYER_nvtx };
 
 struct ct_api_info {
     const char *name;

@@ -8,7 +8,7 @@
  * derivation without rewriting old traces.
  *
  * Public contract (docs/schema.md documents every column): the views
- * calls, allocations, meminfo, ipc, stacks and the tables process, ancestors,
+ * calls, allocations, meminfo, ipc, stacks, nvtx and the tables process, ancestors,
  * devices, env, loaded_modules.
  * Everything else (events, apis, meta, mem_events) is an implementation detail
  * that tools should not query.
@@ -202,7 +202,36 @@
     " WHEN arg3 = 2 THEN 'max' WHEN arg3 = 3 THEN 'min' WHEN arg3 = 4 THEN 'avg'"                  \
     " ELSE 'custom' END AS redop, CASE WHEN arg4 >= 0 THEN arg4 END AS peer, stream,"              \
     " arg6 AS in_group, (arg7 = 1) AS captured, result, ptr AS sendbuff, arg5 AS recvbuff,"        \
-    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n"
+    " tid, device FROM x WHERE role IN ('collective', 'p2p');\n" CT_NVTX_VIEW_SQL(Q, P, A)
+// clang-format on
+
+/*
+ * nvtx: the program's NVTX ranges and marks (libcutrace.so is NVTX's
+ * injection library: preload/hooks/hook_nvtx.c says what each column of
+ * the records holds, docs/nvtx.md what they mean). kind is mark, start,
+ * end, push, pop or domain (a domain's creation, which names its id);
+ * NCCL's own ranges (domain NCCL) carry its extended payload: the
+ * communicator hash, and a collective's bytes. No format bump: the records
+ * are rows of `events` like any call, and a trace without NVTX has none.
+ */
+// clang-format off
+#define CT_NVTX_VIEW_SQL(Q, P, A)                                                                  \
+    "CREATE VIEW nvtx AS WITH x AS (SELECT e.*, a.name AS api, a.role FROM events e"               \
+    " JOIN apis a ON a.api_id = e.api_id" A(a, e) " WHERE a.layer = 'nvtx'),"                      \
+    " d AS (SELECT " P() "arg0 AS domain_id, CAST(substr(handle, 1, arg2) AS TEXT) AS name,"       \
+    " MIN(seq) AS first_seq FROM x WHERE role = 'nvtx_domain' GROUP BY " P() "arg0)"               \
+    " SELECT " Q(x) "x.seq, x.t_ns, x.tid, x.device, substr(x.role, 6) AS kind,"                   \
+    " x.arg0 AS domain_id, d.name AS domain, CAST(substr(x.handle, 1, x.arg2) AS TEXT) AS message,"\
+    " (x.flags >> 33) & 1 AS cut, CASE WHEN x.role IN ('nvtx_start', 'nvtx_end') THEN x.arg1 END"  \
+    " AS range_id, CASE WHEN x.role IN ('nvtx_push', 'nvtx_pop') THEN x.arg1 END AS level,"      \
+    " x.arg3 AS category, CASE WHEN x.flags & 4294967296 THEN x.flags & 4294967295 END AS color,"  \
+    " x.arg4 AS payload_type, x.arg5 AS payload,"                                                  \
+    " CASE WHEN d.name = 'NCCL' AND x.arg4 = 3753705481 THEN printf('%016x', x.arg6) END"          \
+    " AS nccl_comm_hash, CASE WHEN d.name = 'NCCL' AND x.arg4 = 3753705481"                        \
+    " AND CAST(substr(x.handle, 1, x.arg2) AS TEXT) IN ('ncclAllReduce', 'ncclAllGather',"         \
+    " 'ncclBroadcast', 'ncclReduce', 'ncclReduceScatter', 'ncclSend', 'ncclRecv')"                 \
+    " THEN x.arg7 END AS nccl_bytes, x.parent_seq, x.caller"                                       \
+    " FROM x LEFT JOIN d ON d.domain_id = x.arg0" A(d, x) ";\n"
 // clang-format on
 
 /*

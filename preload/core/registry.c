@@ -18,14 +18,24 @@
 #include "resolve.h"
 #include "warn.h"
 
-#define CT_DECLARE_HOOK(name, layer, role, space, kind)                                            \
-    extern void name(void) __attribute__((weak));
+/* By layer: the nvtx layer's records are named after no symbol (apis.h),
+ * so they get no reference that another library's symbol could bind. */
+#define CT_WEAK_HOOK_runtime(name) extern void name(void) __attribute__((weak));
+#define CT_WEAK_HOOK_driver(name)  CT_WEAK_HOOK_runtime(name)
+#define CT_WEAK_HOOK_nccl(name)    CT_WEAK_HOOK_runtime(name)
+#define CT_WEAK_HOOK_nvtx(name)
+#define CT_HOOK_OF_runtime(name) name
+#define CT_HOOK_OF_driver(name)  name
+#define CT_HOOK_OF_nccl(name)    name
+#define CT_HOOK_OF_nvtx(name)    NULL
+
+#define CT_DECLARE_HOOK(name, layer, role, space, kind) CT_WEAK_HOOK_##layer(name)
 CT_API_LIST(CT_DECLARE_HOOK)
 #undef CT_DECLARE_HOOK
 
 /* Our hook of each API (NULL for pseudo-records), indexed by enum ct_api. */
 static void (*const HOOKS[CT_API_COUNT])(void) = {NULL,
-#define CT_HOOK_ADDRESS(name, layer, role, space, kind) name,
+#define CT_HOOK_ADDRESS(name, layer, role, space, kind) CT_HOOK_OF_##layer(name),
                                                   CT_API_LIST(CT_HOOK_ADDRESS)
 #undef CT_HOOK_ADDRESS
 };

@@ -19,6 +19,7 @@ enum ct_problem {
     CT_PROBLEM_STACKS,        /* call stacks misconfigured or unavailable (stacks.c) */
     CT_PROBLEM_PYFRAMES,      /* Python frames cannot be read without the GIL (pyframes.c) */
     CT_PROBLEM_BUFFER_SIZE,   /* CUTRACE_BUFFER_MB is not a size cutrace takes */
+    CT_PROBLEM_NVTX_CHAIN,    /* the NVTX injection library to chain to is unusable */
     CT_PROBLEM_COUNT
 };
 

@@ -28,6 +28,7 @@ Suite *manifest_suite(void);        /* test_manifest.c */
 Suite *inflight_suite(void);        /* test_inflight.c */
 Suite *budget_detect_suite(void);   /* test_budget_detect.c */
 Suite *report_suite(void);          /* test_report.c */
+Suite *nvtx_phases_suite(void);     /* test_nvtx_phases.c */
 
 int main(void)
 {
@@ -64,6 +65,7 @@ int main(void)
     srunner_add_suite(runner, ancestors_suite());
     srunner_add_suite(runner, pack_suite());
     srunner_add_suite(runner, manifest_suite());
+    srunner_add_suite(runner, nvtx_phases_suite());
     srunner_add_suite(runner, inflight_suite());
     srunner_add_suite(runner, report_suite());
     srunner_run_all(runner, CK_NORMAL);

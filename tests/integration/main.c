@@ -28,6 +28,7 @@ int main(void)
     srunner_add_suite(sr, pack_suite());
     srunner_add_suite(sr, entered_suite());
     srunner_add_suite(sr, budget_paths_suite());
+    srunner_add_suite(sr, nvtx_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -26,6 +26,8 @@
  * by tests/progs/sglang_sim.py's simulated start-ups).
  * budget_vllm (vLLM's start-up on each code path, simulated, against
  * `cutrace budget --json`).
+ * nvtx (NVTX ranges and marks recorded as NVTX's injection library, and
+ * another injection library chained).
  */
 #ifndef CUTRACE_INTEGRATION_SUITES_H
 #define CUTRACE_INTEGRATION_SUITES_H
@@ -53,5 +55,6 @@ Suite *launch_suite(void);
 Suite *pack_suite(void);
 Suite *entered_suite(void);
 Suite *budget_paths_suite(void);
+Suite *nvtx_suite(void);
 
 #endif
