@@ -25,6 +25,8 @@ static const struct cli_command commands[] = {
     {"budget", cmd_budget, "replay the server's KV-cache budget and say what pushed it under"},
     {"diff", cmd_diff, "compare two runs by milestone: memory, allocations, NCCL, budget"},
     {"sites", cmd_sites, "live GPU memory by the call site that allocated it, or as a flame graph"},
+    {"export", cmd_export,
+     "the run as a Perfetto trace (or Chrome JSON): calls, memory, collectives"},
     {"pack", cmd_pack, "one file holding every process of a run, to share it or query it"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
     {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},
