@@ -239,7 +239,7 @@ def check_json(data, problems):
     named_pids, named_threads = set(), set()
     last = {}
     depth = {}
-    counter_pids, slice_keys = set(), set()
+    counter_pids, counter_names, slice_keys = set(), set(), set()
     flow_begin, flow_end = {}, {}
     for n, ev in enumerate(events):
         where = "event %d" % n
@@ -248,9 +248,16 @@ def check_json(data, problems):
             continue
         ph, pid, tid, ts = ev["ph"], ev["pid"], ev.get("tid", 0), ev["ts"]
         if ph == "M":
+            # Tracks as the proto has them: a group (pid >= 2^30) and its
+            # slice tracks count as group tracks, as there.
             counts["tracks"] += 1
-            (named_pids if ev.get("name") == "process_name" else named_threads).add(
-                pid if ev.get("name") == "process_name" else (pid, tid))
+            group = pid >= 1 << 30
+            if ev.get("name") == "process_name":
+                named_pids.add(pid)
+                counts["group_tracks" if group else "process_tracks"] += 1
+            else:
+                named_threads.add((pid, tid))
+                counts["group_tracks" if group else "thread_tracks"] += 1
             continue
         if pid not in named_pids:
             problems.add("%s: pid %r used before its process_name" % (where, pid))
@@ -274,6 +281,7 @@ def check_json(data, problems):
         elif ph == "C":
             counts["counters"] += 1
             counter_pids.add(pid)
+            counter_names.add((pid, ev.get("name")))
             if not isinstance(ev.get("args", {}).get("bytes"), int):
                 problems.add("%s: counter without bytes" % where)
         elif ph == "s":
@@ -291,6 +299,8 @@ def check_json(data, problems):
     check_flows(flow_begin, flow_end, problems)
     counts["flows"] = len(flow_begin)
     counts["packets"] = len(events)
+    counts["counter_tracks"] = len(counter_names)
+    counts["tracks"] += len(counter_names)
     return counts
 
 

@@ -1,0 +1,182 @@
+/*
+ * test_export.c - `cutrace export`: the Perfetto trace and the Chrome JSON
+ * of canned runs pass tests/export/check_export.py (every packet decoded,
+ * the structure the viewers require checked) with the tracks and slices the
+ * run has; the traces are left as found; bad usage and bad input get their
+ * one-line errors and leave no output behind. The demo run and a 10^6-call
+ * run are checked by tests/export/check.sh (make export-check).
+ */
+#include "scenarios.h"
+#include "test_support.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CHECKER "tests/export/check_export.py"
+
+static char *path_in(const char *dir, const char *name)
+{
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/%s", dir, name), 0);
+    return p;
+}
+
+/* Entries of dir, sorted names joined by spaces (malloc'd). */
+static char *names_in(const char *dir)
+{
+    struct dirent **list;
+    int n = scandir(dir, &list, NULL, alphasort);
+    ck_assert_int_ge(n, 0);
+    char *out = calloc(1, 1);
+    for (int i = 0; i < n; i++) {
+        char *next = NULL;
+        ck_assert_int_ge(asprintf(&next, "%s %s", out, list[i]->d_name), 0);
+        free(out);
+        out = next;
+        free(list[i]);
+    }
+    free(list);
+    return out;
+}
+
+/* Exports dir to out in format, expecting success and silence. */
+static void export_ok(const char *dir, const char *out, const char *format)
+{
+    const char *args[] = {"export", dir, "-o", out, "--format", format, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0 && !r.signaled, "export: exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, "");
+    proc_result_free(&r);
+}
+
+/* Runs the decoder on file with the --expect arguments; its exit status. */
+static int decode(const char *file, const char *format, const char *expects)
+{
+    ck_assert_msg(access(CHECKER, R_OK) == 0, "%s not found (run from the source tree)", CHECKER);
+    char *cmd = NULL;
+    ck_assert_int_ge(
+        asprintf(&cmd, "python3 %s --format %s %s '%s' >/dev/null", CHECKER, format, expects, file),
+        0);
+    int rc = system(cmd);
+    free(cmd);
+    ck_assert_msg(rc != -1 && WIFEXITED(rc), "could not run %s", CHECKER);
+    return WEXITSTATUS(rc);
+}
+
+START_TEST(test_export_one_process)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    free(scenario_normal(dir));
+    char *before = names_in(dir);
+    char *pf = path_in(outdir, "run.pftrace"), *js = path_in(outdir, "run.json");
+    export_ok(dir, pf, "proto");
+    export_ok(dir, js, "json");
+    /* Every call a slice on its thread; one GPU: five GPU categories, peer
+     * and host, used and unexplained; its milestones and the process's end
+     * as instants. */
+    ck_assert_int_eq(decode(pf, "proto",
+                            "--expect thread_slices=13 --expect process_tracks=1 "
+                            "--expect thread_tracks=1 --expect counter_tracks=9 "
+                            "--expect 'instants>=5' --expect 'counters>=8' --expect flows=0"),
+                     0);
+    ck_assert_int_eq(decode(js, "json",
+                            "--expect thread_slices=13 --expect 'instants>=5' "
+                            "--expect 'counters>=8' --expect flows=0"),
+                     0);
+    /* The decoder can fail: a count the file does not have. */
+    ck_assert_int_eq(decode(pf, "proto", "--expect thread_slices=14"), 1);
+    char *after = names_in(dir);
+    ck_assert_str_eq(before, after);
+    /* Nothing but the outputs beside them: no temporary file left. */
+    char *outs = names_in(outdir);
+    ck_assert_str_eq(outs, " . .. run.json run.pftrace");
+    free(outs);
+    free(after);
+    free(before);
+    free(pf);
+    free(js);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_export_two_processes_share_a_gpu)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    free(scenario_shared_gpu_first(dir, 0));
+    free(scenario_shared_gpu_second(dir));
+    char *pf = path_in(outdir, "shared.pftrace");
+    export_ok(dir, pf, "proto");
+    ck_assert_int_eq(decode(pf, "proto",
+                            "--expect process_tracks=2 --expect thread_tracks=2 "
+                            "--expect counter_tracks=9 --expect 'group_tracks>=2'"),
+                     0);
+    free(pf);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_export_usage_errors)
+{
+    char *dir = scratch_dir();
+    char *trace = scenario_normal(dir);
+    size_t size = file_size(trace);
+    char *out = path_in(dir, "x.pftrace");
+    const char *no_output[] = {"export", dir, NULL};
+    const char *bad_format[] = {"export", dir, "-o", out, "--format", "xml", NULL};
+    const char *onto_trace[] = {"export", dir, "-o", trace, NULL};
+    const char *onto_dir[] = {"export", dir, "-o", dir, NULL};
+    const char *const *cases[] = {no_output, bad_format, onto_trace, onto_dir};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct proc_result r = run_cutrace(cases[i], NULL);
+        ck_assert_msg(r.status == 2, "case %zu: exit %d: %s", i, r.status, r.err);
+        ck_assert_msg(strncmp(r.err, "cutrace", 7) == 0, "case %zu: %s", i, r.err);
+        proc_result_free(&r);
+    }
+    ck_assert_uint_eq(file_size(trace), size);
+    ck_assert_int_ne(access(out, F_OK), 0);
+    free(out);
+    free(trace);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_export_bad_input_leaves_nothing)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    char *trace = scenario_normal(dir);
+    truncate_file(trace, 4096);
+    char *out = path_in(outdir, "bad.pftrace");
+    const char *args[] = {"export", dir, "-o", out, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    assert_one_line_error(&r, "node1-4242-", NULL);
+    proc_result_free(&r);
+    char *outs = names_in(outdir);
+    ck_assert_str_eq(outs, " . ..");
+    free(outs);
+    free(out);
+    free(trace);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
+Suite *export_suite(void); /* test_main.c runs it */
+Suite *export_suite(void)
+{
+    Suite *s = suite_create("export");
+    TCase *tc = tcase_create("export");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_export_one_process);
+    tcase_add_test(tc, test_export_two_processes_share_a_gpu);
+    tcase_add_test(tc, test_export_usage_errors);
+    tcase_add_test(tc, test_export_bad_input_leaves_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
