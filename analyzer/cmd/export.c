@@ -64,7 +64,10 @@ static bool is_a_trace(const struct trace_set *set, const char *out)
 
 static int write_export(const struct gm_model *m, struct trace_set *set, const char *out, bool json)
 {
-    char *tmp = xasprintf("%s.tmp-%ld", out, (long)getpid());
+    /* A hidden name beside out, as `cutrace pack` writes: .NAME.tmp-PID. */
+    const char *slash = strrchr(out, '/');
+    int dirlen = slash ? (int)(slash - out + 1) : 0;
+    char *tmp = xasprintf("%.*s.%s.tmp-%ld", dirlen, out, slash ? slash + 1 : out, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         cli_error(out, "cannot write: %s", strerror(errno));

@@ -8,9 +8,11 @@
  */
 #include "scenarios.h"
 #include "test_support.h"
+#include "trace_fixture.h"
 
 #include <check.h>
 #include <dirent.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,9 @@
 #include <unistd.h>
 
 #define CHECKER "tests/export/check_export.py"
+#define HASH    UINT64_C(0xac3660ad478b5010)
+#define T0      INT64_C(1000000000)
+#define SECOND  INT64_C(1000000000)
 
 static char *path_in(const char *dir, const char *name)
 {
@@ -122,6 +127,82 @@ START_TEST(test_export_two_processes_share_a_gpu)
 }
 END_TEST
 
+/* Rank `rank` of 2: its init of HASH, `done` all-reduces, and when
+ * `died`, killed inside one more (an inflight row, as recover leaves it). */
+static void rank_trace(const char *dir, int64_t rank, int done, bool died)
+{
+    int64_t pid = 3000 + rank, start = INT64_C(1736071872345000000) + rank;
+    char *path = fixture_trace_path(dir, "node1", pid, start);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = pid,
+                                .host = "node1",
+                                .start_wall_ns = start,
+                                .start_mono_ns = 500000000,
+                                .nccl_version = 22809};
+    fixture_process(f, &p);
+    fixture_meta(f, "end_state", died ? "killed" : "exit");
+    fixture_meta_int(f, "alive_mono_ns", T0 + 10 * SECOND);
+    fixture_set_clock(f, T0);
+    int64_t comm = 0x5000 + rank;
+    struct fixture_nccl_init init = {
+        .comm = comm, .nranks = 2, .rank = rank, .hash = HASH, .device = rank};
+    int64_t next = fixture_nccl_init(f, &init) + 1;
+    for (int i = 0; i < done; i++)
+        next = fixture_nccl_collective(f, CT_API_ncclAllReduce, comm, NCCL_FLOAT32, 4096, 0, 0) + 1;
+    if (died) {
+        char *sql = sqlite3_mprintf(
+            "INSERT INTO inflight VALUES (%lld, NULL, %lld, %lld, %d, -1, 0, 0, 0, 0, 0, %lld,"
+            " 1024, %d, 0, -1, 0, 0, 0, 0)",
+            (long long)next, (long long)(T0 + 4 * SECOND), (long long)pid,
+            (int)CT_API_ncclAllReduce, (long long)comm, NCCL_FLOAT32);
+        fixture_exec(f, sql);
+        sqlite3_free(sql);
+    }
+    fixture_close(f);
+    free(path);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t size = file_size(path);
+    char *text = calloc(1, size + 1);
+    ck_assert_uint_eq(fread(text, 1, size, f), size);
+    fclose(f);
+    return text;
+}
+
+START_TEST(test_export_collectives_and_a_killed_rank)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    rank_trace(dir, 0, 3, false);
+    rank_trace(dir, 1, 2, true);
+    char *pf = path_in(outdir, "ranks.pftrace"), *js = path_in(outdir, "ranks.json");
+    export_ok(dir, pf, "proto");
+    export_ok(dir, js, "json");
+    /* The 5 all-reduces on their communicator's rank tracks (and on their
+     * threads, with the 2 inits); the communicator: one group, a track per
+     * rank; each rank on its own GPU. */
+    const char *expects = "--expect thread_slices=7 --expect other_slices=5 "
+                          "--expect process_tracks=2 --expect 'instants>=3'";
+    ck_assert_int_eq(decode(pf, "proto", expects), 0);
+    ck_assert_int_eq(decode(js, "json", expects), 0);
+    char *text = read_all(js);
+    assert_contains(text, "\"name\":\"NCCL communicator ac3660ad478b5010 (2 ranks)\"");
+    assert_contains(text, "\"name\":\"rank 1, pid 3001 (comm_id ");
+    assert_contains(text,
+                    "\"name\":\"died inside ncclAllReduce #3, entered 6.0 s before the end\"");
+    assert_contains(text, "\"name\":\"trace ends: killed\"");
+    assert_contains(text, "\"name\":\"ncclAllReduce\",\"cat\":\"collective\"");
+    free(text);
+    free(pf);
+    free(js);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_export_usage_errors)
 {
     char *dir = scratch_dir();
@@ -175,6 +256,7 @@ Suite *export_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_export_one_process);
     tcase_add_test(tc, test_export_two_processes_share_a_gpu);
+    tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);
     suite_add_tcase(s, tc);
