@@ -355,7 +355,7 @@ static int process_calls(struct walk *w, uint32_t proc)
     bool open = false;
     int64_t tid = 0;
     uint64_t on = 0;
-    int step;
+    int step = 0;
     while (ok(w) && (step = trace_step(t, st)) == 1) {
         int64_t row_tid = col_int(st, 3, 0);
         if (!open || row_tid != tid) {

@@ -107,9 +107,10 @@ static int json_stream_begin(void *state)
 static int json_track(void *state, const struct ex_track *t)
 {
     struct ex_json *j = state;
+    struct jtrack *n = add(j, t->uuid);
+    /* Looked up after the add, which may move every entry. */
     struct jtrack *parent = t->parent ? find(j, t->parent) : NULL;
     assert(!t->parent || parent->uuid == t->parent);
-    struct jtrack *n = add(j, t->uuid);
     n->kind = t->kind;
     switch (t->kind) {
     case EX_TRACK_PROCESS:

@@ -203,6 +203,39 @@ START_TEST(test_export_collectives_and_a_killed_rank)
 }
 END_TEST
 
+/* The decoder is no test that cannot fail: each file below breaks one rule. */
+START_TEST(test_decoder_finds_broken_files)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    free(scenario_normal(dir));
+    char *pf = path_in(outdir, "cut.pftrace");
+    export_ok(dir, pf, "proto");
+    ck_assert_int_eq(decode(pf, "proto", ""), 0);
+    truncate_file(pf, file_size(pf) - 7); /* the last packet cut short */
+    ck_assert_int_eq(decode(pf, "proto", ""), 1);
+    /* A slice on a track never declared, on a sequence with no clock
+     * snapshot: TracePacket{seq 1, flags 3, ts 5, clock 3, TrackEvent{
+     * type BEGIN, track 7, name iid 1 (never interned)}}. */
+    static const unsigned char undeclared[] = {0x0a, 0x11, 0x50, 0x01, 0x68, 0x03, 0x40,
+                                               0x05, 0xd0, 0x03, 0x03, 0x5a, 0x06, 0x48,
+                                               0x01, 0x58, 0x07, 0x50, 0x01};
+    char *bad = path_in(outdir, "undeclared.pftrace");
+    write_file(bad, undeclared, sizeof(undeclared));
+    ck_assert_int_eq(decode(bad, "proto", ""), 1);
+    /* JSON: a slice of a process never named, never closed. */
+    static const char open_slice[] =
+        "{\"traceEvents\":[{\"ph\":\"B\",\"pid\":1,\"tid\":1,\"ts\":1,\"name\":\"x\"}]}";
+    char *js = path_in(outdir, "open.json");
+    write_file(js, open_slice, strlen(open_slice));
+    ck_assert_int_eq(decode(js, "json", ""), 1);
+    free(js);
+    free(bad);
+    free(pf);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_export_usage_errors)
 {
     char *dir = scratch_dir();
@@ -257,6 +290,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_export_one_process);
     tcase_add_test(tc, test_export_two_processes_share_a_gpu);
     tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
+    tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);
     suite_add_tcase(s, tc);

@@ -78,10 +78,26 @@ check() {
     done
 }
 
+# The sanitizer build (make analyzer-tests builds it) must write the same
+# bytes: memory errors surface, and the output depends on the traces alone.
+same_under_asan() {
+    local name=$1 dir=$2 asan="$build/asan/analyzer/cutrace"
+    [[ -x $asan ]] || { echo "export-check: $asan not built: the sanitizer comparison skipped"; return 0; }
+    for format in proto json; do
+        if ! "$asan" export "$dir" -o "$out/$name.asan.$format" --format "$format" ||
+            ! cmp -s "$out/$name.$format" "$out/$name.asan.$format"; then
+            echo "export-check: $name.$format differs (or fails) under ASan+UBSan" >&2
+            failures=$((failures + 1))
+        fi
+    done
+}
+
 # 8 ranks on 8 GPUs; the custom all-reduce run exports 2 buffers per rank,
 # each opened by the 7 others: 112 flows.
 check demo-baseline "$build/demo/baseline" process_tracks=8 counter_tracks=72 flows=0 'instants>=8'
 check demo-custom-ar "$build/demo/custom-ar" process_tracks=8 counter_tracks=72 flows=112 'instants>=8'
+same_under_asan demo-baseline "$build/demo/baseline"
+same_under_asan demo-custom-ar "$build/demo/custom-ar"
 "$genrun" "$events" "$out/genrun" >/dev/null
 check genrun "$out/genrun" process_tracks=8 counter_tracks=72 'flows>=1' 'other_slices>=1'
 rm -rf "$out/genrun" "$out"/genrun.proto "$out"/genrun.json

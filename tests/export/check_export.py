@@ -97,6 +97,24 @@ def many(fs, field):
     return fs.get(field, ())
 
 
+_annotations = {}
+
+
+def annotation_refs(raw):
+    """The interned ids a debug annotation names. The same few thousand
+    annotations (a name and a value) recur across a run's calls: each is
+    decoded once."""
+    refs = _annotations.get(raw)
+    if refs is None:
+        af = fields(raw)
+        refs = [("arg_name", one(af, 1))]
+        if one(af, 17) is not None:
+            refs.append(("string", one(af, 17)))
+        if len(_annotations) < 1 << 20:
+            _annotations[raw] = refs
+    return refs
+
+
 def new_counts():
     return {"packets": 0, "tracks": 0, "process_tracks": 0, "thread_tracks": 0,
             "counter_tracks": 0, "group_tracks": 0, "thread_slices": 0, "other_slices": 0,
@@ -185,10 +203,7 @@ def check_proto(data, problems):
         refs = [("name", one(e, 10))] if typ in (1, 3) else []
         refs += [("category", c) for c in many(e, 3)]
         for a in many(e, 4):
-            af = fields(a)
-            refs.append(("arg_name", one(af, 1)))
-            if one(af, 17) is not None:
-                refs.append(("string", one(af, 17)))
+            refs.extend(annotation_refs(bytes(a)))
         for what, iid in refs:
             if (what, iid) not in seq["interned"]:
                 problems.add("%s: %s iid %r not interned on sequence %d" % (where, what, iid, seq_id))
