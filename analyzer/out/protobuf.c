@@ -33,17 +33,24 @@ static uint8_t *room(struct pb_buf *b, size_t n)
     return at;
 }
 
+/* v as a varint into out (10 bytes of room); returns its length. */
+static size_t encode_varint(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        out[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            out[n] |= 0x80;
+        n++;
+    } while (v);
+    return n;
+}
+
 static void varint(struct pb_buf *b, uint64_t v)
 {
     uint8_t tmp[10];
-    size_t n = 0;
-    do {
-        tmp[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            tmp[n] |= 0x80;
-        n++;
-    } while (v);
+    size_t n = encode_varint(tmp, v);
     memcpy(room(b, n), tmp, n);
 }
 
@@ -101,16 +108,9 @@ void pb_end(struct pb_buf *b, size_t mark)
     /* The length in as few bytes as it needs: the message moves back over
      * the room left unused. Only bytes after the mark move, so the marks of
      * the messages still open around this one stay right. */
-    uint8_t head[4];
-    size_t n = 0;
-    size_t v = len;
-    do {
-        head[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            head[n] |= 0x80;
-        n++;
-    } while (v);
+    uint8_t head[10];
+    size_t n = encode_varint(head, len);
+    assert(n <= 4);
     uint8_t *at = b->data + mark;
     if (n < 4)
         memmove(at + n, at + 4, len);
