@@ -175,7 +175,10 @@ static int proto_track(void *state, const struct ex_track *t)
     packet_head(p);
     size_t td = pb_begin(&p->packet, TP_TRACK_DESCRIPTOR);
     pb_uint(&p->packet, TD_UUID, t->uuid);
-    if (t->parent)
+    /* A thread track belongs to its process by the ThreadDescriptor's pid,
+     * which is how Perfetto's own producers say it; the other tracks by
+     * parent_uuid. */
+    if (t->parent && t->kind != EX_TRACK_THREAD)
         pb_uint(&p->packet, TD_PARENT, t->parent);
     pb_string(&p->packet, TD_NAME, t->name);
     if (t->kind == EX_TRACK_PROCESS) {

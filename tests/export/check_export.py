@@ -124,6 +124,7 @@ def new_counts():
 def check_proto(data, problems):
     counts = new_counts()
     tracks = {}  # uuid -> kind
+    process_pids = set()
     seqs = {}  # sequence id -> {"ts": last, "interned": {(kind, iid)}, "cleared": bool}
     open_slices = {}  # track -> depth
     flow_begin, flow_end = {}, {}
@@ -179,6 +180,13 @@ def check_proto(data, problems):
                 problems.add("%s: counter track %r not in bytes" % (where, uuid))
             if not one(d, 2):
                 problems.add("%s: track %r has no name" % (where, uuid))
+            if kind == "thread":
+                pid = one(fields(one(d, 4)), 1)
+                if pid not in process_pids:
+                    problems.add("%s: thread track %r of pid %r, whose process track is not "
+                                 "declared before it" % (where, uuid, pid))
+            elif kind == "process":
+                process_pids.add(one(fields(one(d, 3)), 1))
             tracks[uuid] = kind
             counts["tracks"] += 1
             counts[kind + "_tracks"] += 1
