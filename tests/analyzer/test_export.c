@@ -209,6 +209,54 @@ START_TEST(test_export_collectives_and_a_killed_rank)
 }
 END_TEST
 
+/* A process of host `host` with pid 4242 and `calls` cudaMallocs. */
+static void host_trace(const char *dir, const char *host, int calls)
+{
+    int64_t start = INT64_C(1736071872345000000);
+    char *path = fixture_trace_path(dir, host, 4242, start);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {
+        .pid = 4242, .host = host, .start_wall_ns = start, .start_mono_ns = 500000000};
+    fixture_process(f, &p);
+    fixture_meta(f, "end_state", "exit");
+    fixture_set_clock(f, T0);
+    for (int i = 0; i < calls; i++)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000 + (int64_t)i * 4096, 4096, 0);
+    fixture_close(f);
+    free(path);
+}
+
+/* Two hosts' processes with one pid: the viewers would merge them, so the
+ * second is shown 2^22 above (export.h); a process without calls has its
+ * track and nothing on it. */
+START_TEST(test_export_same_pid_on_two_hosts)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    host_trace(dir, "node1", 3);
+    host_trace(dir, "node2", 2);
+    host_trace(dir, "node3", 0);
+    char *pf = path_in(outdir, "hosts.pftrace"), *js = path_in(outdir, "hosts.json");
+    export_ok(dir, pf, "proto");
+    export_ok(dir, js, "json");
+    const char *expects = "--expect process_tracks=3 --expect thread_tracks=2 "
+                          "--expect thread_slices=5";
+    ck_assert_int_eq(decode(pf, "proto", expects), 0);
+    ck_assert_int_eq(decode(js, "json", expects), 0);
+    char *text = read_all(js);
+    assert_contains(text, "\"pid\":4242,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                          "\"args\":{\"name\":\"pid 4242 on node1\"}");
+    assert_contains(text, "\"pid\":4198546,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                          "\"args\":{\"name\":\"pid 4242 on node2\"}");
+    assert_contains(text, "\"pid\":8392850,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                          "\"args\":{\"name\":\"pid 4242 on node3\"}");
+    free(text);
+    free(pf);
+    free(js);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
 /* The decoder is no test that cannot fail: each file below breaks one rule. */
 START_TEST(test_decoder_finds_broken_files)
 {
@@ -296,6 +344,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_export_one_process);
     tcase_add_test(tc, test_export_two_processes_share_a_gpu);
     tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
+    tcase_add_test(tc, test_export_same_pid_on_two_hosts);
     tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);
