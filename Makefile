@@ -8,7 +8,8 @@
 #                   speed and memory on synthetic 8-rank runs against a plain scan
 #   make fuzz       libFuzzer on the trace loader and recovery (FUZZ_SECONDS each; not in CI)
 #   make gpu-test   cutrace on a real NVIDIA GPU (tests/gpu/README.md; GPU=required fails without one)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local     the tracer, the CLI, man page, bash completion, docs
+#   make uninstall PREFIX=/usr/local   removes exactly what install installed
 #
 # Each part of the tree owns a fragment (preload/preload.mk, analyzer/analyzer.mk,
 # tests/fake/fake.mk, tests/tests.mk, examples/examples.mk); this file only holds
@@ -37,7 +38,7 @@ TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 SQLITE_A  := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libsqlite3.a /usr/lib/libsqlite3.a \
                                     /usr/lib64/libsqlite3.a))
 
-.PHONY: all deps test demo bench install clean format check-format unit-tests integration-tests
+.PHONY: all deps test demo bench install uninstall clean format check-format unit-tests integration-tests
 all:
 
 include preload/preload.mk
@@ -48,6 +49,7 @@ include examples/examples.mk
 include bench/bench.mk
 include fuzz/fuzz.mk
 include tests/gpu/gpu.mk
+include tests/docs/docs.mk
 # Checks run once per installed CPython (tests/python/pythons.sh says which).
 include $(sort $(wildcard tests/python/*.mk))
 
@@ -57,11 +59,28 @@ deps:
 $(BUILD):
 	@mkdir -p $@
 
+# What install puts under $(DESTDIR)$(PREFIX), and so exactly what uninstall
+# removes (tests/docs/check_install.sh checks both): the tracer, the CLI, its
+# man page, its bash completion (where bash-completion looks for it on demand)
+# and the documentation. Only share/doc/cutrace is cutrace's own directory.
+INSTALL_DOCS    := README.md $(sort $(wildcard docs/*.md))
+INSTALL_DOC_DIR  = $(DESTDIR)$(PREFIX)/share/doc/cutrace
+INSTALL_MAN      = $(DESTDIR)$(PREFIX)/share/man/man1/cutrace.1
+INSTALL_BASH     = $(DESTDIR)$(PREFIX)/share/bash-completion/completions/cutrace
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/cutrace
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(INSTALL_DOC_DIR) \
+		$(dir $(INSTALL_MAN)) $(dir $(INSTALL_BASH))
 	install -m 0755 $(BUILD)/libcutrace.so $(DESTDIR)$(PREFIX)/lib/libcutrace.so
 	install -m 0755 $(BUILD)/cutrace $(DESTDIR)$(PREFIX)/bin/cutrace
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/cutrace/
+	install -m 0644 man/cutrace.1 $(INSTALL_MAN)
+	install -m 0644 completions/cutrace.bash $(INSTALL_BASH)
+	install -m 0644 $(INSTALL_DOCS) $(INSTALL_DOC_DIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcutrace.so $(DESTDIR)$(PREFIX)/bin/cutrace $(INSTALL_MAN) \
+		$(INSTALL_BASH) $(addprefix $(INSTALL_DOC_DIR)/,$(notdir $(INSTALL_DOCS)))
+	[ ! -d $(INSTALL_DOC_DIR) ] || rmdir --ignore-fail-on-non-empty $(INSTALL_DOC_DIR)
 
 clean:
 	rm -rf $(BUILD)

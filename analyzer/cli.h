@@ -46,6 +46,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_sites(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 
 /*

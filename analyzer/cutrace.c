@@ -25,6 +25,7 @@ static const struct cli_command commands[] = {
     {"budget", cmd_budget, "replay the server's KV-cache budget and say what pushed it under"},
     {"diff", cmd_diff, "compare two runs by milestone: memory, allocations, NCCL, budget"},
     {"sites", cmd_sites, "live GPU memory by the call site that allocated it, or as a flame graph"},
+    {"report", cmd_report, "one self-contained HTML page: memory charts, budget, call sites"},
     {"export", cmd_export,
      "the run as a Perfetto trace (or Chrome JSON): calls, memory, collectives"},
     {"pack", cmd_pack, "one file holding every process of a run, to share it or query it"},

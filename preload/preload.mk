@@ -13,7 +13,25 @@ PRELOAD_CFLAGS     = $(ALL_CFLAGS) -fPIC -fvisibility=hidden -isystem $(CUDA_INC
 PRELOAD_LDLIBS    := $(SQLITE_A) -ldl -lpthread -lm
 
 PRELOAD_ASM       := preload/hooks/hook_dlsym.S
-PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o)
+# The image of a new trace file (preload/core/schema_image.h), made at build
+# time by the store's own code and the same SQLite.
+SCHEMA_IMAGE_GEN  := $(BUILD)/tools/make_schema_image
+SCHEMA_IMAGE_C    := $(BUILD)/gen/schema_image.c
+SCHEMA_IMAGE_OBJ  := $(BUILD)/obj/gen/schema_image.o
+PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o) \
+                     $(SCHEMA_IMAGE_OBJ)
+
+$(SCHEMA_IMAGE_GEN): preload/tools/make_schema_image.c preload/core/store.c preload/core/pylines.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -MF $@.d -o $@ $^ $(SQLITE_A) -ldl -lpthread -lm
+
+$(SCHEMA_IMAGE_C): $(SCHEMA_IMAGE_GEN)
+	@mkdir -p $(@D)
+	$(SCHEMA_IMAGE_GEN) $@
+
+$(SCHEMA_IMAGE_OBJ): $(SCHEMA_IMAGE_C)
+	@mkdir -p $(@D)
+	$(CC) $(PRELOAD_CFLAGS) -Ipreload/core -c $< -o $@
 
 $(BUILD)/obj/preload/%.o: preload/%.c
 	@mkdir -p $(@D)
@@ -31,4 +49,4 @@ $(BUILD)/libcutrace.so: $(PRELOAD_OBJ)
 
 all: $(BUILD)/libcutrace.so
 
--include $(PRELOAD_OBJ:.o=.d)
+-include $(PRELOAD_OBJ:.o=.d) $(SCHEMA_IMAGE_GEN).d

@@ -4,7 +4,9 @@
 # Run as root it installs them with apt-get; otherwise it prints the exact
 # command and fails, so `make demo` and `make test` never half-work on a fresh
 # machine. The CUDA toolkit is not a Debian package here: it is checked, not
-# installed.
+# installed. Debian's chromium, which only the browser tests use
+# (tests/browser/), is tried last and may fail: those tests are then skipped
+# with a line saying so (CUTRACE_NO_CHROMIUM_INSTALL=1 leaves it out).
 set -eu
 
 packages="libsqlite3-dev libunwind-dev check python3"
@@ -34,3 +36,11 @@ for h in cuda.h cuda_runtime_api.h nccl.h; do
         exit 1
     fi
 done
+
+# Optional: chromium for tests/browser/. Never fails deps.
+if [ -z "${CUTRACE_NO_CHROMIUM_INSTALL:-}" ] && ! command -v chromium >/dev/null 2>&1 &&
+    [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "deps: installing chromium (optional: the browser tests)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null 2>&1 ||
+        echo "deps: chromium could not be installed: the browser tests will be skipped"
+fi

@@ -11,16 +11,18 @@
 #                      frames themselves are the integration suite `pyframes`
 #   layout-check       no include circles in the analyzer or the preload
 #                      (tests/layout/check_includes.py)
+#   browser-check      the HTML reports rendered by chromium (tests/browser/;
+#                      skipped, visibly, where chromium cannot be installed)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
 UNIT_CORE := ring store writer envcap procinfo ancestry warn thread tracefile tracedir sqlfiles redact modmap \
-             objects pylines sigfree unwpipe
+             objects pylines sigfree unwpipe resolve
 # The analyzer's ELF reader and demangler stand alone: their unit tests live here.
 UNIT_ANALYZER := elfsyms demangle
 UNIT_SRC  := $(wildcard tests/unit/*.c) tests/support/testsql.c $(UNIT_CORE:%=preload/core/%.c) \
-             $(UNIT_ANALYZER:%=analyzer/symbols/%.c)
+             $(UNIT_ANALYZER:%=analyzer/symbols/%.c) $(SCHEMA_IMAGE_C)
 UNIT_LIBS := $(SQLITE_A) $(CHECK_LIBS) -ldl -lpthread -lm
 
 define unit_variant
@@ -28,6 +30,8 @@ define unit_variant
 $(1)/unit/%.o: %.c
 	@mkdir -p $$(@D)
 	$$(CC) $$(ALL_CFLAGS) $(2) $$(CHECK_CFLAGS) -Ianalyzer -MMD -MP -c $$< -o $$@
+
+$(1)/unit/$(SCHEMA_IMAGE_C:.c=.o): ALL_CFLAGS += -Ipreload/core
 
 $(1)/unit_tests: $$(UNIT_SRC:%.c=$(1)/unit/%.o)
 	$$(CC) $(2) -o $$@ $$^ $$(UNIT_LIBS)
@@ -56,7 +60,12 @@ layout-check:
 	@echo "== include circles"
 	@python3 tests/layout/check_includes.py
 
-.PHONY: layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
+# The pages are made from the demo's two runs: after demo-check, never beside it.
+browser-check: demo-check $(BUILD)/bench/genrun
+	@echo "== HTML reports in a browser (chromium headless)"
+	@tests/browser/check_report.sh $(BUILD)
+
+.PHONY: browser-check layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
 
 # `cutrace export` on the demo's runs and a 10^6-event run, both formats, every
 # packet decoded and checked (tests/export/check.sh).
@@ -174,5 +183,5 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory layout-check unit-tests fake-tests analyzer-tests python-tests \
-		integration-tests gpu-script-check demo-check bench-check export-check
+		integration-tests gpu-script-check demo-check browser-check bench-check docs-tests export-check
 	@echo "== all tests passed"

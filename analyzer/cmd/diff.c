@@ -14,6 +14,9 @@
  * signed. Lines fit 120 columns. --json carries every pair, every step and
  * every group with raw numbers.
  *
+ * --html FILE writes the same comparison as one HTML page instead
+ * (analysis/report_diff.c).
+ *
  * --rank, --pid, --host and --gpu choose the GPU pairs listed
  * (analysis/diff_filter.c says how a filter names a pair of two runs).
  *
@@ -24,6 +27,8 @@
 #include "cli.h"
 #include "analysis/diff_analysis.h"
 #include "analysis/diff_report.h"
+#include "analysis/report.h"
+#include "out/html.h"
 #include "out/units.h"
 
 #include <assert.h>
@@ -52,8 +57,20 @@ static const char usage[] =
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else 0.9)\n"
     "  --cell-size BYTES             KV bytes per token (default 70272)\n"
     "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"
-    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n" CLI_FILTER_HELP
-        CLI_FORMAT_HELP CLI_HELP_HELP "\n"
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"
+    "  --server-version X.Y.Z        the server's release: chooses its code path\n"
+    "  --page-size N                 SGLang: tokens per KV page\n"
+    "  --max-total-tokens N          SGLang: cap on the pool\n"
+    "  --num-layers N                the model's layers (SGLang) or KV layers (vLLM)\n"
+    "  --draft-num-layers D          SGLang: the draft model's layers\n"
+    "  --multimodal                  SGLang: the model is multimodal\n"
+    "  --block-size N                vLLM: tokens per KV block\n"
+    "  --block-bytes BYTES           vLLM: one layer's bytes per block\n"
+    "  --max-model-len N             vLLM: for its one-request check\n"
+    "  --html FILE                   write the diff as one self-contained HTML page\n"
+    "                                (charts aligned by milestone, the tables)\n"
+    "                                instead of the text report\n" CLI_FILTER_HELP CLI_FORMAT_HELP
+        CLI_HELP_HELP "\n"
     "The filters choose the GPU pairs listed: a pair passes when a process on\n"
     "its GPU, in either run, has a rank, pid and host listed; --gpu INDEX is the\n"
     "pair's index in the unfiltered report (JSON gpus.pairs[].index), a uuid\n"
@@ -79,11 +96,13 @@ static bool parse_bytes_opt(const char *text, int64_t *out, bool positive)
     return true;
 }
 
-static int parse_options(int argc, char **argv, struct diff_options *o, struct cli_report_opts *rep)
+static int parse_options(int argc, char **argv, struct diff_options *o, struct cli_report_opts *rep,
+                         const char **html)
 {
     static const struct option options[] = {
         BUDGET_LONG_OPTIONS,
         {"threshold", required_argument, NULL, 't'},
+        {"html", required_argument, NULL, 'H'},
         CLI_FILTER_OPTIONS,
         CLI_FORMAT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
@@ -109,6 +128,11 @@ static int parse_options(int argc, char **argv, struct diff_options *o, struct c
             if (!parse_bytes_opt(optarg, &o->threshold, false))
                 return cli_usage_error(cmd, "--threshold %s: expected a size in bytes", optarg);
             break;
+        case 'H':
+            if (!optarg[0])
+                return cli_usage_error(cmd, "--html: expected a file name");
+            *html = optarg;
+            break;
         case 'h':
             return CLI_EXIT_OK;
         default:
@@ -121,6 +145,9 @@ static int parse_options(int argc, char **argv, struct diff_options *o, struct c
     finished = cli_report_finish(rep, cmd, csv_tables);
     if (finished != CLI_PARSED)
         return finished;
+    if (*html && rep->format != CLI_FORMAT_TEXT)
+        return cli_usage_error(cmd, "--html writes a page instead of the text: not with --%s",
+                               rep->format == CLI_FORMAT_JSON ? "json" : "csv");
     o->json = rep->format == CLI_FORMAT_JSON;
     o->filters = rep;
     o->budget = st.framework != NULL;
@@ -136,17 +163,33 @@ static int parse_options(int argc, char **argv, struct diff_options *o, struct c
     return CLI_PARSED;
 }
 
+/* --html: the page (analysis/report.h), one section. */
+static int write_html(FILE *out, void *ctx)
+{
+    const struct diff *d = ctx;
+    char *title = xasprintf("cutrace diff: %s vs %s", d->run[DIFF_A].path, d->run[DIFF_B].path);
+    html_page_begin(out, title);
+    html_elem(out, "h1", NULL, title);
+    free(title);
+    report_diff(out, d);
+    return html_page_end(out) == 0 ? 0 : -2;
+}
+
 int cmd_diff(int argc, char **argv)
 {
     struct diff_options o;
     struct cli_report_opts rep;
-    int parsed = parse_options(argc, argv, &o, &rep);
+    const char *html = NULL;
+    int parsed = parse_options(argc, argv, &o, &rep, &html);
     if (parsed != CLI_PARSED)
         return parsed;
     struct diff d;
     int status = diff_run_all(&d, &o);
     if (status == 0) {
-        if (rep.format == CLI_FORMAT_JSON)
+        if (html) {
+            if (html_write_file(html, write_html, &d) != 0)
+                status = CLI_EXIT_BAD_INPUT;
+        } else if (rep.format == CLI_FORMAT_JSON)
             diff_print_json(&d, stdout);
         else if (rep.format == CLI_FORMAT_CSV && rep.csv_table == 1)
             diff_print_csv_allocations(&d, stdout);

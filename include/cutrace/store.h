@@ -66,6 +66,12 @@ struct ct_store *ct_store_create(const char *path, char *err, size_t errlen);
  * sync of its making (8 fdatasync before).
  */
 struct ct_store *ct_store_create_private(const char *path, char *err, size_t errlen);
+/*
+ * The same connection on a private file that already holds the schema (the
+ * build's image of a new trace file, preload/core/schema_image.h): only
+ * the schema's reading is left to SQLite.
+ */
+struct ct_store *ct_store_open_private(const char *path, char *err, size_t errlen);
 int ct_store_finish_private(struct ct_store *st);
 /* Opens an existing trace for appending (recovery). */
 struct ct_store *ct_store_open(const char *path, char *err, size_t errlen);

@@ -7,6 +7,7 @@
 #include "resolve.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <stddef.h>
 #include <string.h>
@@ -53,33 +54,62 @@ bool ct_is_family_path(enum ct_lib lib, const char *path)
     return strncmp(base, FAMILY_PREFIX[lib], strlen(FAMILY_PREFIX[lib])) == 0;
 }
 
-struct search {
+/*
+ * The search only copies a path out of dl_iterate_phdr, and the lookup runs
+ * after it returns. dl_iterate_phdr holds the loader's write lock while its
+ * callback runs, and dlopen, dlsym and dlclose take the loader's main lock:
+ * from inside the callback, that is the reverse of a concurrent dlopen's
+ * order (main lock, then the write lock to add the object), and both
+ * threads hang for good. A spawned Python importing its extension modules
+ * while the writer asks the driver for devices did exactly that.
+ */
+struct family_search {
     enum ct_lib lib;
-    const char *name;
-    void *found;
+    unsigned skip; /* objects of the family to pass over first */
+    bool found;
+    char path[PATH_MAX];
 };
 
-static int visit(struct dl_phdr_info *info, size_t size, void *arg)
+static int find_family_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    struct search *s = arg;
+    struct family_search *s = arg;
     const char *path = info->dlpi_name;
     if (!path || !*path || !ct_is_family_path(s->lib, path))
         return 0;
-    /* RTLD_NOLOAD: a handle to what is already there, never a new load. */
-    void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
+    if (s->skip > 0) {
+        s->skip--;
         return 0;
-    s->found = real_dlsym(h, s->name);
-    dlclose(h);
-    return s->found != NULL;
+    }
+    size_t n = strlen(path);
+    if (n >= sizeof s->path)
+        return 1; /* no such path can be opened by name: the search ends */
+    memcpy(s->path, path, n + 1);
+    s->found = true;
+    return 1;
 }
+
+/* A process has a handful of a family's objects at most (renamed wheel copies). */
+#define MAX_FAMILY_OBJECTS 16
 
 void *ct_resolve_loaded(enum ct_lib lib, const char *name)
 {
-    struct search s = {lib, name, NULL};
-    ct_dl_iterate(visit, &s); /* fork-safe: the writer's probes come here (objects.h) */
-    return s.found;
+    for (unsigned k = 0; k < MAX_FAMILY_OBJECTS; k++) {
+        struct family_search s = {.lib = lib, .skip = k};
+        ct_dl_iterate(find_family_object,
+                      &s); /* fork-safe: the writer's probes come here (objects.h) */
+        if (!s.found)
+            return NULL;
+        /* RTLD_NOLOAD: a handle to what is still there, never a new load. */
+        void *h = dlopen(s.path, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue; /* unloaded since the search */
+        void *fn = real_dlsym(h, name);
+        dlclose(h);
+        if (fn)
+            return fn;
+    }
+    return NULL;
 }
 
 void *ct_resolve(enum ct_lib lib, const char *name)

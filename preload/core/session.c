@@ -53,6 +53,7 @@
 #include "cutrace/store.h"
 #include "procinfo.h"
 #include "cutrace/ring.h"
+#include "schema_image.h"
 #include "sigfree.h"
 #include "sqlfiles.h"
 #include "stacks.h"
@@ -462,8 +463,14 @@ static struct ct_store *make_trace_file(const struct ct_tracefile *files,
     /* Named after the final name, opened under the hidden one (sqlfiles.h). */
     const char *tmp_name = strrchr(files->db_tmp_path, '/');
     tmp_name = tmp_name ? tmp_name + 1 : files->db_tmp_path;
+    /* The schema comes as the build's image of a new trace file (schema_image.h). */
+    if (ct_tracefile_fill(files->db_tmp_path, ct_schema_image, ct_schema_image_size) != 0) {
+        snprintf(err, errlen, "%.200s: %s", tmp_name, strerror(errno));
+        remove_db(files->db_tmp_path);
+        return NULL;
+    }
     ct_sqlfiles_redirect(files->db_name, tmp_name);
-    struct ct_store *st = ct_store_create_private(files->db_path, err, errlen);
+    struct ct_store *st = ct_store_open_private(files->db_path, err, errlen);
     ct_sqlfiles_redirect(NULL, NULL);
     if (!st) {
         remove_db(files->db_tmp_path);

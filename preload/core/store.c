@@ -172,13 +172,13 @@ static int write_schema(struct ct_store *st)
 
 static int set_journal_mode(struct ct_store *st, const char *mode, char *now, size_t cap);
 
+/* A private file is thrown away whole if the process dies while it is
+ * made (a leftover .db.tmp): it needs neither a journal nor a sync. */
+#define PRIVATE_PRAGMAS "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+
 static struct ct_store *create(const char *path, bool private, char *err, size_t errlen)
 {
-    /* A private file is thrown away whole if the process dies while it is
-     * made (a leftover .db.tmp): it needs neither a journal nor a sync. */
-    struct ct_store *st = open_db(
-        path, private ? "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" : CT_STORE_PRAGMAS, err,
-        errlen);
+    struct ct_store *st = open_db(path, private ? PRIVATE_PRAGMAS : CT_STORE_PRAGMAS, err, errlen);
     if (!st)
         return NULL;
     int rc = write_schema(st);
@@ -200,6 +200,17 @@ struct ct_store *ct_store_create(const char *path, char *err, size_t errlen)
 struct ct_store *ct_store_create_private(const char *path, char *err, size_t errlen)
 {
     return create(path, true, err, errlen);
+}
+
+struct ct_store *ct_store_open_private(const char *path, char *err, size_t errlen)
+{
+    struct ct_store *st = open_db(path, PRIVATE_PRAGMAS, err, errlen);
+    if (st && prepare_insert(st)) { /* the schema's one reading */
+        snprintf(err, errlen, "%s: %s", path, st->error);
+        ct_store_close(st);
+        return NULL;
+    }
+    return st;
 }
 
 int ct_store_finish_private(struct ct_store *st)

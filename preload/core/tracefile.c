@@ -72,6 +72,44 @@ int ct_tracefile_open_new(const char *path, int access_mode)
     return openat(dir, name, access_mode | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
+int ct_tracefile_fill(const char *path, const void *bytes, size_t n)
+{
+    const char *name;
+    int dir = ct_tracedir_at(path, &name);
+    if (dir < 0)
+        return -1;
+    int fd = openat(dir, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    int rc = -1;
+    if (!ct_tracedir_owns(fd))
+        errno = EPERM;
+    else if (fstat(fd, &st) != 0)
+        ;
+    else if (st.st_size != 0)
+        errno = EEXIST;
+    else {
+        const unsigned char *p = bytes;
+        size_t done = 0;
+        while (done < n) {
+            ssize_t w = pwrite(fd, p + done, n - done, (off_t)done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w == 0)
+                errno = EIO; /* no progress and no error: never loop on it */
+            if (w <= 0)
+                break;
+            done += (size_t)w;
+        }
+        rc = done == n ? 0 : -1;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 int ct_tracefile_create(const char *host, int64_t pid, uint64_t start_wall_ns,
                         struct ct_tracefile *out)
 {

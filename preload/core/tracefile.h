@@ -14,6 +14,7 @@
 #define CUTRACE_TRACEFILE_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ct_tracefile {
@@ -34,6 +35,14 @@ int ct_tracefile_create(const char *host, int64_t pid, uint64_t start_wall_ns,
 
 /* Creates path, a name of the trace directory (O_CREAT|O_EXCL|O_NOFOLLOW, 0600); an fd or -1. */
 int ct_tracefile_open_new(const char *path, int access_mode);
+
+/*
+ * Writes n bytes into path, the still-empty temporary database file that
+ * ct_tracefile_create made (the image of a new trace file): only if it is
+ * the tracer's own, empty file in the trace directory, never through a
+ * symlink. 0, or -1 with errno (EEXIST: not empty; EPERM: not ours).
+ */
+int ct_tracefile_fill(const char *path, const void *bytes, size_t n);
 
 /* Moves a finished temporary file to its final name; -1 (EEXIST) if taken. */
 int ct_tracefile_publish(const char *tmp_path, const char *final_path);

@@ -27,6 +27,7 @@ Suite *ancestors_suite(void);       /* test_ancestors.c */
 Suite *manifest_suite(void);        /* test_manifest.c */
 Suite *inflight_suite(void);        /* test_inflight.c */
 Suite *budget_detect_suite(void);   /* test_budget_detect.c */
+Suite *report_suite(void);          /* test_report.c */
 Suite *export_suite(void);          /* test_export.c */
 
 int main(void)
@@ -65,6 +66,7 @@ int main(void)
     srunner_add_suite(runner, pack_suite());
     srunner_add_suite(runner, manifest_suite());
     srunner_add_suite(runner, inflight_suite());
+    srunner_add_suite(runner, report_suite());
     srunner_add_suite(runner, export_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);

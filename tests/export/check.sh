@@ -4,9 +4,9 @@
 # on a synthetic run of 10^6 events (bench/genrun), in both formats, each
 # file decoded packet by packet by check_export.py with the counts the run
 # must give: one slice per call, the flows of every IPC open, nine counter
-# tracks per GPU. Each JSON file is also loaded in a real Chromium page by
-# tests/browser/load_json.sh when that script exists (it skips visibly
-# where Chromium cannot be had).
+# tracks per GPU. The demo's JSON files are also loaded in a real Chromium
+# page by tests/browser/load_json.sh when that script exists (it skips
+# visibly where Chromium cannot be had).
 #
 #   tests/export/check.sh [BUILD_DIR] [EVENTS]     (EVENTS: default 1000000)
 set -euo pipefail
@@ -65,7 +65,9 @@ check() {
         else
             failures=$((failures + 1))
         fi
-        if [[ $format == json && -x $browser ]]; then
+        # The 10^6-event JSON (450 MB) is past what a browser tab parses
+        # (docs/export.md: use the proto there); the demo's are loaded.
+        if [[ $format == json && -x $browser && $name != genrun ]]; then
             local rc=0
             "$browser" "$file" || rc=$?
             if ((rc == 77)); then

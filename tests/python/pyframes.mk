@@ -56,7 +56,7 @@ $(PYF_DIR)/%/cutrace_nogil.built: tests/python/ext/cutrace_nogil.c $(FAKE_LIBS)
 # faults, in every process. So resolve.c has UBSan only.
 PYF_ASAN_OBJ_DIR := $(BUILD)/asan/preload-obj
 PYF_ASAN_OBJ := $(PRELOAD_SRC:%.c=$(PYF_ASAN_OBJ_DIR)/%.o) \
-                $(PRELOAD_ASM:%.S=$(PYF_ASAN_OBJ_DIR)/%.o)
+                $(PRELOAD_ASM:%.S=$(PYF_ASAN_OBJ_DIR)/%.o) $(SCHEMA_IMAGE_OBJ)
 PYF_ASAN_EXCEPT :=
 $(PYF_ASAN_OBJ_DIR)/preload/core/resolve.o: PYF_ASAN_EXCEPT := -fno-sanitize=address
 

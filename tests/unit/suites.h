@@ -21,5 +21,6 @@ Suite *stacks_suite(void);
 Suite *pylines_suite(void);
 Suite *redact_suite(void);
 Suite *unwpipe_suite(void);
+Suite *resolve_suite(void);
 
 #endif

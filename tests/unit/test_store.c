@@ -9,6 +9,7 @@
 
 #include "cutrace/store.h"
 #include "cutrace/apis.h"
+#include "../../preload/core/schema_image.h"
 #include "suites.h"
 #include "testutil.h"
 
@@ -286,6 +287,75 @@ START_TEST(test_create_refuses_symlinks_and_foreign_files)
 }
 END_TEST
 
+/* Every row of sql, every column as text, in one malloc'd string. */
+static char *dump_rows(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    out[0] = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        for (int c = 0; c < sqlite3_column_count(q); c++) {
+            const char *t = (const char *)sqlite3_column_text(q, c);
+            size_t n = strlen(t ? t : "NULL") + 2;
+            while (len + n + 1 > cap)
+                ck_assert_ptr_nonnull(out = realloc(out, cap *= 2));
+            len += (size_t)snprintf(out + len, cap - len, "%s%c", t ? t : "NULL",
+                                    c + 1 < sqlite3_column_count(q) ? '|' : '\n');
+        }
+    }
+    sqlite3_finalize(q);
+    return out;
+}
+
+/*
+ * The first call writes the build's image of a new trace file instead of
+ * creating the schema (schema_image.h): it must be, object for object and
+ * row for row, the file the store itself creates, and open as a store.
+ */
+START_TEST(test_schema_image_is_what_the_store_creates)
+{
+    char *dir = tu_tmpdir();
+    char *made = tu_empty_file(dir, "made.db"), *image = tu_empty_file(dir, "image.db");
+    char err[512] = "";
+    struct ct_store *st = ct_store_create_private(made, err, sizeof err);
+    ck_assert_msg(st != NULL, "%s", err);
+    ct_store_close(st);
+    FILE *f = fopen(image, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(ct_schema_image, 1, ct_schema_image_size, f), ct_schema_image_size);
+    ck_assert_int_eq(fclose(f), 0);
+    st = ct_store_open_private(image, err, sizeof err);
+    ck_assert_msg(st != NULL, "%s", err);
+    ct_store_close(st);
+
+    static const char *const queries[] = {
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name",
+        "SELECT * FROM apis ORDER BY 1",
+        "SELECT key, value FROM meta ORDER BY key",
+        "SELECT * FROM pragma_page_size, pragma_encoding, pragma_auto_vacuum, "
+        "pragma_user_version, pragma_application_id",
+    };
+    sqlite3 *a = tsql_open(made, SQLITE_OPEN_READONLY), *b = tsql_open(image, SQLITE_OPEN_READONLY);
+    for (size_t i = 0; i < sizeof queries / sizeof *queries; i++) {
+        char *want = dump_rows(a, queries[i]), *got = dump_rows(b, queries[i]);
+        ck_assert_msg(strlen(want) > 0, "%s: no rows", queries[i]);
+        ck_assert_str_eq(got, want);
+        free(want);
+        free(got);
+    }
+    ck_assert_int_gt(tsql_int(b, "SELECT count(*) FROM sqlite_schema WHERE type='view'"), 5);
+    sqlite3_close(a);
+    sqlite3_close(b);
+    tsql_rmtree(dir);
+    free(made);
+    free(image);
+    free(dir);
+}
+END_TEST
+
 Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -296,6 +366,7 @@ Suite *store_suite(void)
     tcase_add_test(tc, test_process_env_devices_and_versions);
     tcase_add_test(tc, test_allocations_view_pairs_frees_by_space_and_handles_resets);
     tcase_add_test(tc, test_create_refuses_symlinks_and_foreign_files);
+    tcase_add_test(tc, test_schema_image_is_what_the_store_creates);
     suite_add_tcase(s, tc);
     return s;
 }

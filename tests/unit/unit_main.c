@@ -19,6 +19,7 @@ int main(void)
     srunner_add_suite(sr, pylines_suite());
     srunner_add_suite(sr, redact_suite());
     srunner_add_suite(sr, unwpipe_suite());
+    srunner_add_suite(sr, resolve_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

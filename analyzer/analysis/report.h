@@ -1,0 +1,55 @@
+/*
+ * report.h - the sections of the HTML reports (`cutrace report`, `cutrace
+ * diff --html`), each written as HTML with inline SVG onto one page
+ * (out/html.h): a GPU's memory over time, the budget as a waterfall per
+ * rank, the live memory at a GPU's peak as a flame graph of call sites, the
+ * collectives table, and a diff's charts aligned by milestone.
+ *
+ * The numbers a reader compares with the text reports carry data-key and
+ * data-value attributes: data-key is the path of the same number in
+ * `cutrace budget --json` ("jobs.0.ranks.3.rest_gib_own"), data-value its
+ * exact value, so the browser test (tests/browser/) checks the page
+ * against the JSON. Charts are downsampled to REPORT_COLUMNS columns (each
+ * keeps the highest traced bytes of its stretch), and milestones are drawn
+ * at their exact values, so a 10^6-event run makes a page of the same size
+ * as a small one.
+ */
+#ifndef CUTRACE_ANALYZER_REPORT_H
+#define CUTRACE_ANALYZER_REPORT_H
+
+#include "analysis/budget_analysis.h"
+#include "analysis/coll_report.h"
+#include "analysis/diff_analysis.h"
+#include "analysis/timeline.h"
+#include "model/gpumodel.h"
+
+#include <stdio.h>
+
+#define REPORT_COLUMNS 600
+/* Milestone lines drawn per chart (failed calls are counted, not drawn, past it). */
+#define REPORT_MAX_MILESTONES 300
+
+/* GPU g->gpu's memory over time: stacked traced categories, used memory at
+ * each measurement, unexplained, milestones, failures. id names the SVG. */
+void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_report *g,
+                         const char *id);
+
+/* Every job of an analysed budget: verdict, the per-rank waterfall, table. */
+void report_budget(FILE *out, const struct budget_analysis *r);
+
+/* The GPU memory live at each listed GPU's peak, by call stack, as an
+ * icicle flame graph (outermost frame on top). -1 after the one-line error
+ * of a trace whose stacks cannot be read. */
+int report_flame(FILE *out, const struct gm_model *m, const uint32_t *gpus, size_t ngpus);
+
+/* The communicators with their calls per op; problems highlighted. */
+void report_collectives(FILE *out, const struct coll_report *r);
+
+/* A diff: per GPU pair, both runs' traced bytes on one axis of aligned
+ * milestones, and the difference tables (milestones, allocations). */
+void report_diff(FILE *out, const struct diff *d);
+
+/* "1.50 GiB", for the pages (out/units.h's format_size). */
+const char *report_size(char *buf, size_t size, int64_t bytes);
+
+#endif

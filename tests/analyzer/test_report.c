@@ -1,0 +1,356 @@
+/*
+ * test_report.c - the HTML pages (`cutrace report`, `cutrace diff --html`:
+ * analyzer/cmd/report.c, analysis/report_*.c, out/html.c, out/svg.c): the
+ * escaping every string from a trace goes through, a page built from a
+ * trace whose command line, host and device name are markup, what the page
+ * may not hold (a script or a reference outside it), the errors, and that
+ * the traces read are left as they were. The browser's view of the pages
+ * is tests/browser/'s.
+ */
+#include "out/html.h"
+#include "scenarios.h"
+#include "test_support.h"
+#include "trace_fixture.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* dir/name, malloc'd. */
+static char *join(const char *dir, const char *name)
+{
+    char *path = NULL;
+    ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+    return path;
+}
+
+static char *escaped(const char *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    html_text(f, s);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_escape)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain text 1.5 GiB", "plain text 1.5 GiB"},
+        {"<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"},
+        {"a & b \"c\" 'd'", "a &amp; b &quot;c&quot; &#39;d&#39;"},
+        {"tab\tand\nnewline", "tab\tand\nnewline"},
+        {"bell\x07 del\x7f", "bell\xef\xbf\xbd del\xef\xbf\xbd"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"bad \xff byte", "bad \xef\xbf\xbd byte"},
+        {"overlong \xc0\xaf", "overlong \xef\xbf\xbd\xef\xbf\xbd"},
+        {"surrogate \xed\xa0\x80", "surrogate \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"cut \xe2\x82", "cut \xef\xbf\xbd\xef\xbf\xbd"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = escaped(cases[i].in);
+        ck_assert_msg(strcmp(got, cases[i].out) == 0, "case %zu: got \"%s\", want \"%s\"", i, got,
+                      cases[i].out);
+        free(got);
+    }
+    char *none = escaped(NULL);
+    ck_assert_str_eq(none, "");
+    free(none);
+}
+END_TEST
+
+#define HOSTILE_CMD  "srv --name <script>alert(1)</script> \"q\" 'a' & \x01 \xff"
+#define HOSTILE_HOST "<b>node</b>"
+#define HOSTILE_GPU  "<img src=x onerror=alert(2)>"
+
+/* One process on one GPU whose texts are markup: a measurement, a burst of
+ * allocations, a failed call and a free. */
+static char *hostile_trace(const char *dir, int64_t pid, int64_t extra)
+{
+    char *path = fixture_trace_path(dir, "node", pid, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = pid,
+                                .ppid = 1,
+                                .host = HOSTILE_HOST,
+                                .cmdline = HOSTILE_CMD,
+                                .exe = "/usr/bin/<srv>",
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = NORMAL_START_MONO};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, HOSTILE_GPU, 80 * GiB);
+    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    fixture_meminfo(f, 0, 79 * GiB, 80 * GiB);
+    for (int64_t i = 0; i < 20 + extra; i++)
+        fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000ll + i * GiB, 64 * MiB, 0);
+    fixture_call(f, CT_API_cudaMalloc, 0, 0, 100 * GiB, 2);
+    fixture_meminfo(f, 0, 77 * GiB, 80 * GiB);
+    fixture_call(f, CT_API_cudaFree, 0, 0x7f0000000000ll, 0, 0);
+    fixture_close(f);
+    return path;
+}
+
+/* dir/name, made, holding one hostile_trace. Malloc'd. */
+static char *traced_dir(const char *dir, const char *name, int64_t pid, int64_t extra)
+{
+    char *path = join(dir, name);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    free(hostile_trace(path, pid, extra));
+    return path;
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s: not written", path);
+    char *buf = NULL;
+    size_t cap = 0, len = 0, n;
+    char chunk[65536];
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        buf = realloc(buf, cap = len + n + 1);
+        ck_assert_ptr_nonnull(buf);
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (!buf)
+        buf = calloc(1, 1);
+    buf[len] = '\0';
+    (void)cap;
+    return buf;
+}
+
+static size_t count(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A usage error: exit 2 and one line saying `needle`. */
+static void assert_usage_line(const struct proc_result *r, const char *needle)
+{
+    ck_assert_msg(r->status == 2, "exit %d, expected 2; stderr:\n%s", r->status, r->err);
+    ck_assert_uint_eq(count_lines(r->err), 1);
+    ck_assert_msg(strstr(r->err, needle) != NULL, "stderr lacks '%s': %s", needle, r->err);
+}
+
+/* What no page may hold, whatever its traces say. */
+static void assert_safe_page(const char *page)
+{
+    ck_assert_msg(strncmp(page, "<!DOCTYPE html>", 15) == 0, "not a page");
+    ck_assert_msg(strstr(page, "</html>\n") != NULL, "the page is not complete");
+    ck_assert_uint_eq(count(page, "<script"), 1); /* the page's own, at its end */
+    ck_assert_ptr_null(strstr(page, "<script>alert"));
+    ck_assert_ptr_null(strstr(page, "<img"));
+    ck_assert_ptr_null(strstr(page, "<b>node"));
+    ck_assert_ptr_null(strstr(page, "\xff"));
+    ck_assert_ptr_null(strstr(page, "\x01"));
+    ck_assert_ptr_null(strstr(page, " src=\""));
+    ck_assert_ptr_null(strstr(page, " href=\""));
+    ck_assert_ptr_null(strstr(page, "url("));
+    /* the only URL is SVG's namespace, which names and loads nothing */
+    ck_assert_uint_eq(count(page, "http://") + count(page, "https://"),
+                      count(page, "xmlns=\"http://www.w3.org/2000/svg\""));
+    ck_assert_ptr_null(strstr(page, " d=\"\""));
+}
+
+static char *listing(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    char *out = calloc(1, 1);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue; /* the directory's own times change with the page beside it */
+        char *path = NULL, *more = NULL;
+        ck_assert_int_ge(asprintf(&path, "%s/%s", dir, e->d_name), 0);
+        struct stat st;
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert_int_ge(asprintf(&more, "%s%s %jd %jd.%09ld\n", out, e->d_name,
+                                  (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+                                  st.st_mtim.tv_nsec),
+                         0);
+        free(out);
+        free(path);
+        out = more;
+    }
+    closedir(d);
+    return out;
+}
+
+START_TEST(test_report_hostile_trace)
+{
+    char *dir = scratch_dir();
+    char *traces = NULL, *page_path = NULL;
+    traces = traced_dir(dir, "run", 4242, 0);
+    page_path = join(dir, "report.html");
+    char *before = listing(traces);
+    const char *args[] = {"report", traces, "-o", page_path, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
+    ck_assert_str_eq(r.out, "");
+    proc_result_free(&r);
+    char *after = listing(traces);
+    ck_assert_msg(strcmp(before, after) == 0, "the report changed its traces:\n%s\nnow:\n%s",
+                  before, after);
+    char *page = read_all(page_path);
+    assert_safe_page(page);
+    ck_assert_ptr_nonnull(strstr(page, "&lt;script&gt;alert(1)&lt;/script&gt; &quot;q&quot; "
+                                       "&#39;a&#39; &amp; \xef\xbf\xbd \xef\xbf\xbd"));
+    ck_assert_ptr_nonnull(strstr(page, "&lt;b&gt;node&lt;/b&gt;"));
+    ck_assert_ptr_nonnull(strstr(page, "&lt;img src=x onerror=alert(2)&gt;"));
+    /* the memory chart, with its areas, used memory and the failed call */
+    ck_assert_ptr_nonnull(strstr(page, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    ck_assert_ptr_nonnull(strstr(page, "id=\"mem-0\""));
+    ck_assert_ptr_nonnull(strstr(page, "<path class=\"c3\" d=\"M"));
+    ck_assert_ptr_nonnull(strstr(page, "<path class=\"used\" d=\"M"));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"fail\""));
+    ck_assert_ptr_nonnull(strstr(page, "failed cudaMalloc 1"));
+    /* no server: the budget says why it is not there */
+    ck_assert_ptr_nonnull(strstr(page, "do not show which server made them"));
+    free(page);
+    /* a page written in place of a non-regular file: nothing renamed onto it */
+    const char *to_stdout[] = {"report", traces, "-o", "/dev/stdout", NULL};
+    r = run_cutrace(to_stdout, NULL);
+    ck_assert_msg(r.status == 0, "report -o /dev/stdout: %d\n%s", r.status, r.err);
+    assert_safe_page(r.out);
+    proc_result_free(&r);
+    /* a symbolic link is written through, never replaced */
+    char *target = NULL, *link = NULL;
+    target = join(dir, "target.html");
+    link = join(dir, "link.html");
+    write_file(target, "old", 3);
+    ck_assert_int_eq(symlink(target, link), 0);
+    const char *to_link[] = {"report", traces, "-o", link, NULL};
+    r = run_cutrace(to_link, NULL);
+    ck_assert_msg(r.status == 0, "report -o LINK: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    struct stat st;
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    page = read_all(target);
+    assert_safe_page(page);
+    free(page);
+    free(target);
+    free(link);
+    free(before);
+    free(after);
+    free(page_path);
+    free(traces);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_diff_html)
+{
+    char *dir = scratch_dir();
+    char *a = NULL, *b = NULL, *page_path = NULL;
+    a = traced_dir(dir, "a", 100, 0);
+    b = traced_dir(dir, "b", 200, 4); /* 4 more allocations of 64 MiB */
+    page_path = join(dir, "diff.html");
+    const char *args[] = {"diff", a, b, "--html", page_path, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "diff --html: %d\n%s", r.status, r.err);
+    ck_assert_str_eq(r.out, "");
+    proc_result_free(&r);
+    char *page = read_all(page_path);
+    assert_safe_page(page);
+    ck_assert_ptr_nonnull(strstr(page, "<path class=\"la\" d=\"M"));
+    ck_assert_ptr_nonnull(strstr(page, "<path class=\"lb\" d=\"M"));
+    ck_assert_ptr_nonnull(strstr(page, "class=\"diverged\"")); /* +256 MiB past 16 MiB */
+    ck_assert_ptr_nonnull(strstr(page, "+256.0 MiB"));
+    ck_assert_ptr_nonnull(strstr(page, "<td>cudaMalloc</td>"));
+    free(page);
+    /* --html is a page instead of the text: not with --json or --csv */
+    const char *json[] = {"diff", a, b, "--html", page_path, "--json", NULL};
+    r = run_cutrace(json, NULL);
+    assert_usage_line(&r, "--html writes a page instead of the text: not with --json");
+    proc_result_free(&r);
+    free(a);
+    free(b);
+    free(page_path);
+    scratch_remove(dir);
+}
+END_TEST
+
+START_TEST(test_report_errors)
+{
+    char *dir = scratch_dir();
+    char *traces = NULL, *nowhere = NULL, *page_path = NULL;
+    traces = traced_dir(dir, "run", 4242, 0);
+    const char *no_output[] = {"report", traces, NULL};
+    struct proc_result r = run_cutrace(no_output, NULL);
+    assert_usage_line(&r, "cutrace report: -o FILE is required");
+    proc_result_free(&r);
+
+    page_path = join(dir, "page.html");
+    const char *no_dir[] = {"report", "-o", page_path, NULL};
+    r = run_cutrace(no_dir, NULL);
+    assert_usage_line(&r, "missing trace directory");
+    proc_result_free(&r);
+
+    nowhere = join(dir, "missing");
+    const char *missing[] = {"report", nowhere, "-o", page_path, NULL};
+    r = run_cutrace(missing, NULL);
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error(&r, nowhere, NULL);
+    proc_result_free(&r);
+    ck_assert_int_ne(access(page_path, F_OK), 0);
+
+    char *unwritable = NULL;
+    unwritable = join(dir, "no/such/dir/page.html");
+    const char *bad_out[] = {"report", traces, "-o", unwritable, NULL};
+    r = run_cutrace(bad_out, NULL);
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error(&r, "/no/such/dir/page.html: cannot write", NULL);
+    proc_result_free(&r);
+
+    /* a trace that is not one: one line naming it, no page */
+    char *junk = NULL;
+    junk = join(dir, "junk.db");
+    write_file(junk, "not a trace", 11);
+    const char *bad_trace[] = {"report", junk, "-o", page_path, NULL};
+    r = run_cutrace(bad_trace, NULL);
+    ck_assert_int_eq(r.status, 1);
+    assert_one_line_error(&r, "junk.db", NULL);
+    proc_result_free(&r);
+    ck_assert_int_ne(access(page_path, F_OK), 0);
+
+    const char *help[] = {"report", "--help", NULL};
+    r = run_cutrace(help, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "usage: cutrace report [options] DIR... -o FILE\n"));
+    proc_result_free(&r);
+    free(junk);
+    free(unwritable);
+    free(nowhere);
+    free(page_path);
+    free(traces);
+    scratch_remove(dir);
+}
+END_TEST
+
+Suite *report_suite(void); /* registered in test_main.c */
+Suite *report_suite(void)
+{
+    Suite *s = suite_create("report");
+    TCase *tc = tcase_create("report");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_escape);
+    tcase_add_test(tc, test_report_hostile_trace);
+    tcase_add_test(tc, test_diff_html);
+    tcase_add_test(tc, test_report_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}

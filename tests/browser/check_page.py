@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""check_page.py - checks what chromium rendered of a cutrace HTML page.
+
+Reads the DOM chromium dumped (--dump-dom) of a copy of the page with
+probe_head.html and probe_tail.html inserted, takes the probe's JSON from
+<pre id="cutrace-probe">, and checks: no script error (from the probe and
+from chromium's console log), every chart has paths and each path has a
+non-empty d the browser drew (length > 0), hovering a chart shows its
+values (the page's script ran), nothing reaches outside the page,
+and, with --budget, every number carrying a data-key equals the value at
+that path of `cutrace budget --json` and is shown as that value.
+
+  check_page.py --dom DOM --log CHROMIUM_STDERR --name NAME
+                [--budget BUDGET_JSON --min-numbers N] [--charts N]
+
+Exit 0 when the page passes, 1 with one line per problem otherwise.
+"""
+import argparse
+import html
+import json
+import re
+import sys
+
+GIB = float(1 << 30)
+
+
+def probe_of(dom):
+    found = re.findall(r'<pre id="cutrace-probe">(.*?)</pre>', dom, re.S)
+    if not found:
+        return None
+    return json.loads(html.unescape(found[-1]))
+
+
+def lookup(doc, key):
+    node = doc
+    for part in key.split("."):
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise KeyError(key)
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise KeyError(key)
+    return node
+
+
+def shown_number(text):
+    """The number a cell shows, and the unit it is shown in."""
+    m = re.match(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*(GiB)?\s*$", text)
+    if not m:
+        return None, None
+    return float(m.group(1)), m.group(2)
+
+
+def check_numbers(probe, budget, problems):
+    checked = 0
+    for n in probe["numbers"]:
+        key, unit = n["key"], n["unit"]
+        try:
+            want = lookup(budget, key)
+        except KeyError:
+            problems.append(f"{key}: not in cutrace budget --json")
+            continue
+        if not isinstance(want, (int, float)) or isinstance(want, bool):
+            problems.append(f"{key}: budget --json has {want!r}, not a number")
+            continue
+        value = float(n["value"])
+        if unit in ("bytes", "count"):
+            if int(n["value"]) != want:
+                problems.append(f"{key}: page {n['value']}, budget --json {want}")
+                continue
+        elif abs(value - want) > 1e-9 * max(1.0, abs(want)):
+            problems.append(f"{key}: page {n['value']}, budget --json {want!r}")
+            continue
+        shown, shown_unit = shown_number(n["text"])
+        if shown is None:
+            problems.append(f"{key}: the page shows {n['text']!r}, not a number")
+            continue
+        expect = want / GIB if unit == "bytes" else want
+        # shown with 6 decimals in GiB, whole for counts
+        tolerance = 0.5 if unit == "count" else 0.5e-6 + 1e-12 * abs(expect)
+        if unit != "count" and shown_unit != "GiB":
+            problems.append(f"{key}: shown as {n['text']!r}, expected GiB")
+        elif abs(shown - expect) > tolerance:
+            problems.append(f"{key}: shown as {n['text']!r}, budget --json says {expect!r}")
+        checked += 1
+    return checked
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dom", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--budget")
+    ap.add_argument("--min-numbers", type=int, default=1)
+    ap.add_argument("--charts", type=int, default=1)
+    a = ap.parse_args()
+    problems = []
+    with open(a.dom, encoding="utf-8", errors="replace") as f:
+        probe = probe_of(f.read())
+    if probe is None:
+        print(f"browser: {a.name}: the probe wrote nothing: the page did not load or run")
+        return 1
+    problems += [f"script error: {e}" for e in probe["errors"]]
+    with open(a.log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "CONSOLE" in line and ("Uncaught" in line or "Error" in line):
+                problems.append("console: " + line.strip()[:300])
+    problems += [f"reaches outside the page: {e}" for e in probe["external"]]
+    charts = [c for c in probe["charts"] if "chart" in c["cls"].split() or c["cls"] == "waterfall"]
+    if len(charts) < a.charts:
+        problems.append(f"{len(charts)} charts, expected at least {a.charts}")
+    for c in charts:
+        if c["width"] <= 0 or c["height"] <= 0:
+            problems.append(f"chart {c['id']}: not laid out ({c['width']}x{c['height']})")
+        if "chart" in c["cls"].split():
+            hover = c.get("hover")
+            if not hover:
+                problems.append(f"chart {c['id']}: no value to show on hover, or no readout")
+            elif not hover["want"] or hover["got"] != hover["want"]:
+                problems.append(f"chart {c['id']}: hovering shows {hover['got']!r}, "
+                                f"not {hover['want']!r}")
+        drawn = c["paths"] or c["rects"]
+        if not drawn:
+            problems.append(f"chart {c['id']}: nothing drawn")
+        for p in c["paths"]:
+            if not p["d"].strip():
+                problems.append(f"chart {c['id']}: a {p['cls']} path with an empty d")
+            elif p["length"] <= 0 and " L" in p["d"]:
+                problems.append(f"chart {c['id']}: a {p['cls']} path the browser drew as nothing")
+    checked = 0
+    if a.budget:
+        with open(a.budget, encoding="utf-8") as f:
+            checked = check_numbers(probe, json.load(f), problems)
+        if checked < a.min_numbers:
+            problems.append(f"{checked} numbers checked against budget --json, "
+                            f"expected at least {a.min_numbers}")
+    for p in problems:
+        print(f"browser: {a.name}: {p}")
+    if problems:
+        return 1
+    paths = sum(len(c["paths"]) for c in charts)
+    print(f"browser: {a.name}: ok ({len(charts)} charts, {paths} paths, hover values, "
+          f"{checked} numbers equal budget --json, no script error)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
