@@ -179,22 +179,34 @@ static char *read_all(const char *path)
     return text;
 }
 
+/* Exports dir into outdir as NAME.pftrace and NAME.json, decodes both with
+ * the same --expect arguments; returns the JSON's text (malloc'd). */
+static char *export_both(const char *dir, const char *outdir, const char *name, const char *expects)
+{
+    char *pf = NULL, *js = NULL;
+    ck_assert_int_ge(asprintf(&pf, "%s/%s.pftrace", outdir, name), 0);
+    ck_assert_int_ge(asprintf(&js, "%s/%s.json", outdir, name), 0);
+    export_ok(dir, pf, "proto");
+    export_ok(dir, js, "json");
+    ck_assert_int_eq(decode(pf, "proto", expects), 0);
+    ck_assert_int_eq(decode(js, "json", expects), 0);
+    char *text = read_all(js);
+    free(pf);
+    free(js);
+    return text;
+}
+
 START_TEST(test_export_collectives_and_a_killed_rank)
 {
     char *dir = scratch_dir(), *outdir = scratch_dir();
     rank_trace(dir, 0, 3, false);
     rank_trace(dir, 1, 2, true);
-    char *pf = path_in(outdir, "ranks.pftrace"), *js = path_in(outdir, "ranks.json");
-    export_ok(dir, pf, "proto");
-    export_ok(dir, js, "json");
     /* The 5 all-reduces on their communicator's rank tracks (and on their
      * threads, with the 2 inits); the communicator: one group, a track per
      * rank; each rank on its own GPU. */
-    const char *expects = "--expect thread_slices=7 --expect other_slices=5 "
-                          "--expect process_tracks=2 --expect 'instants>=3'";
-    ck_assert_int_eq(decode(pf, "proto", expects), 0);
-    ck_assert_int_eq(decode(js, "json", expects), 0);
-    char *text = read_all(js);
+    char *text = export_both(dir, outdir, "ranks",
+                             "--expect thread_slices=7 --expect other_slices=5 "
+                             "--expect process_tracks=2 --expect 'instants>=3'");
     assert_contains(text, "\"name\":\"NCCL communicator ac3660ad478b5010 (2 ranks)\"");
     assert_contains(text, "\"name\":\"rank 1, pid 3001 (comm_id ");
     assert_contains(text,
@@ -202,8 +214,6 @@ START_TEST(test_export_collectives_and_a_killed_rank)
     assert_contains(text, "\"name\":\"trace ends: killed\"");
     assert_contains(text, "\"name\":\"ncclAllReduce\",\"cat\":\"collective\"");
     free(text);
-    free(pf);
-    free(js);
     scratch_remove(outdir);
     scratch_remove(dir);
 }
@@ -226,23 +236,18 @@ static void host_trace(const char *dir, const char *host, int calls)
     free(path);
 }
 
-/* Two hosts' processes with one pid: the viewers would merge them, so the
+/* Three hosts' processes with one pid: the viewers would merge them, so the
  * second is shown 2^22 above (export.h); a process without calls has its
  * track and nothing on it. */
-START_TEST(test_export_same_pid_on_two_hosts)
+START_TEST(test_export_same_pid_on_three_hosts)
 {
     char *dir = scratch_dir(), *outdir = scratch_dir();
     host_trace(dir, "node1", 3);
     host_trace(dir, "node2", 2);
     host_trace(dir, "node3", 0);
-    char *pf = path_in(outdir, "hosts.pftrace"), *js = path_in(outdir, "hosts.json");
-    export_ok(dir, pf, "proto");
-    export_ok(dir, js, "json");
-    const char *expects = "--expect process_tracks=3 --expect thread_tracks=2 "
-                          "--expect thread_slices=5";
-    ck_assert_int_eq(decode(pf, "proto", expects), 0);
-    ck_assert_int_eq(decode(js, "json", expects), 0);
-    char *text = read_all(js);
+    char *text = export_both(dir, outdir, "hosts",
+                             "--expect process_tracks=3 --expect thread_tracks=2 "
+                             "--expect thread_slices=5");
     assert_contains(text, "\"pid\":4242,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
                           "\"args\":{\"name\":\"pid 4242 on node1\"}");
     assert_contains(text, "\"pid\":4198546,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
@@ -250,8 +255,6 @@ START_TEST(test_export_same_pid_on_two_hosts)
     assert_contains(text, "\"pid\":8392850,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
                           "\"args\":{\"name\":\"pid 4242 on node3\"}");
     free(text);
-    free(pf);
-    free(js);
     scratch_remove(outdir);
     scratch_remove(dir);
 }
@@ -344,7 +347,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_export_one_process);
     tcase_add_test(tc, test_export_two_processes_share_a_gpu);
     tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
-    tcase_add_test(tc, test_export_same_pid_on_two_hosts);
+    tcase_add_test(tc, test_export_same_pid_on_three_hosts);
     tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);
