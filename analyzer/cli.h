@@ -47,6 +47,7 @@ int cmd_sites(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /*
  * getopt_long with cutrace's conventions, for a loop over one argv: options

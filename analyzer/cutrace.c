@@ -26,6 +26,8 @@ static const struct cli_command commands[] = {
     {"diff", cmd_diff, "compare two runs by milestone: memory, allocations, NCCL, budget"},
     {"sites", cmd_sites, "live GPU memory by the call site that allocated it, or as a flame graph"},
     {"report", cmd_report, "one self-contained HTML page: memory charts, budget, call sites"},
+    {"export", cmd_export,
+     "the run as a Perfetto trace (or Chrome JSON): calls, memory, collectives"},
     {"pack", cmd_pack, "one file holding every process of a run, to share it or query it"},
     {"run", cmd_run, "run a command with the tracer preloaded"},
     {"recover", cmd_recover, "fold the crash buffers of killed processes into their traces"},

@@ -67,6 +67,13 @@ browser-check: demo-check $(BUILD)/bench/genrun
 
 .PHONY: browser-check layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
 
+# `cutrace export` on the demo's runs and a 10^6-event run, both formats, every
+# packet decoded and checked (tests/export/check.sh).
+export-check: $(BUILD)/cutrace $(BUILD)/bench/genrun $(BUILD)/examples/tp_server_sim
+	@echo "== export check (the demo and 10^6 events, Perfetto and JSON)"
+	@tests/export/check.sh $(BUILD)
+.PHONY: export-check
+
 python-tests: python-layout-check python-pylines-check
 
 # Test programs: linked against the fake runtime exactly as real programs link
@@ -195,5 +202,5 @@ integration-tests: $(BUILD)/libcutrace.so $(FAKE_LIBS) $(TEST_PROG_BINS) $(BUILD
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory layout-check unit-tests fake-tests analyzer-tests python-tests \
-		integration-tests gpu-script-check demo-check browser-check bench-check docs-tests
+		integration-tests gpu-script-check demo-check browser-check bench-check docs-tests export-check
 	@echo "== all tests passed"

@@ -29,6 +29,7 @@ Suite *inflight_suite(void);        /* test_inflight.c */
 Suite *budget_detect_suite(void);   /* test_budget_detect.c */
 Suite *report_suite(void);          /* test_report.c */
 Suite *nvtx_phases_suite(void);     /* test_nvtx_phases.c */
+Suite *export_suite(void);          /* test_export.c */
 
 int main(void)
 {
@@ -68,6 +69,7 @@ int main(void)
     srunner_add_suite(runner, nvtx_phases_suite());
     srunner_add_suite(runner, inflight_suite());
     srunner_add_suite(runner, report_suite());
+    srunner_add_suite(runner, export_suite());
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
