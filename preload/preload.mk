@@ -22,9 +22,12 @@ SCHEMA_IMAGE_OBJ  := $(BUILD)/obj/gen/schema_image.o
 PRELOAD_OBJ       := $(PRELOAD_SRC:%.c=$(BUILD)/obj/%.o) $(PRELOAD_ASM:%.S=$(BUILD)/obj/%.o) \
                      $(SCHEMA_IMAGE_OBJ)
 
-$(SCHEMA_IMAGE_GEN): preload/tools/make_schema_image.c preload/core/store.c preload/core/pylines.c
+# Every shared header, named: the image must follow any change of the schema
+# (one -MF file cannot hold the dependencies of several sources).
+$(SCHEMA_IMAGE_GEN): preload/tools/make_schema_image.c preload/core/store.c preload/core/pylines.c \
+                     $(wildcard include/cutrace/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -MF $@.d -o $@ $^ $(SQLITE_A) -ldl -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.c,$^) $(SQLITE_A) -ldl -lpthread -lm
 
 $(SCHEMA_IMAGE_C): $(SCHEMA_IMAGE_GEN)
 	@mkdir -p $(@D)
@@ -50,4 +53,4 @@ $(BUILD)/libcutrace.so: $(PRELOAD_OBJ)
 
 all: $(BUILD)/libcutrace.so
 
--include $(PRELOAD_OBJ:.o=.d) $(SCHEMA_IMAGE_GEN).d
+-include $(PRELOAD_OBJ:.o=.d)
