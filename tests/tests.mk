@@ -69,7 +69,7 @@ browser-check: demo-check $(BUILD)/bench/genrun
 
 # `cutrace export` on the demo's runs and a 10^6-event run, both formats, every
 # packet decoded and checked (tests/export/check.sh).
-export-check: $(BUILD)/cutrace $(BUILD)/bench/genrun $(BUILD)/examples/tp_server_sim
+export-check: $(BUILD)/cutrace $(ANALYZER_ASAN_BIN) $(BUILD)/bench/genrun $(BUILD)/examples/tp_server_sim
 	@echo "== export check (the demo and 10^6 events, Perfetto and JSON)"
 	@tests/export/check.sh $(BUILD)
 .PHONY: export-check
