@@ -260,22 +260,6 @@ START_TEST(test_export_same_pid_on_three_hosts)
 }
 END_TEST
 
-/* One NVTX record as hook_nvtx.c writes it: the message in the handle, its
- * length in arg2, the domain in arg0, the range id or level in arg1. */
-static void nvtx_record(struct fixture *f, enum ct_api api, int64_t tid, int64_t domain,
-                        int64_t arg1, const char *message)
-{
-    struct fixture_event e = {.api = api, .device = 0, .tid = tid};
-    e.arg[0] = domain;
-    e.arg[1] = arg1;
-    if (message) {
-        e.handle = message;
-        e.handle_len = strlen(message);
-        e.arg[2] = (int64_t)e.handle_len;
-    }
-    fixture_event(f, &e);
-}
-
 /* Ranges nested on a thread, on two threads, NCCL's own, start/end ranges
  * that overlap and end on other threads, a push and a start never ended, a pop and an
  * end with nothing open, and a mark. The count of ranges in its nvtx view. */
@@ -289,23 +273,23 @@ static int64_t nvtx_trace(const char *dir)
     fixture_meta(f, "end_state", "exit");
     fixture_set_clock(f, T0);
     fixture_call(f, CT_API_cudaSetDevice, 0, 0, 0, 0);
-    nvtx_record(f, CT_API_nvtxDomainCreate, 1, 1, 0, "NCCL");
-    nvtx_record(f, CT_API_nvtxRangePush, 1, 0, 0, "outer");
-    nvtx_record(f, CT_API_nvtxRangePush, 1, 0, 1, "inner");
-    nvtx_record(f, CT_API_nvtxRangePush, 2, 0, 0, "other thread");
-    nvtx_record(f, CT_API_nvtxRangeStart, 1, 0, 5, "async A");
+    fixture_nvtx(f, CT_API_nvtxDomainCreate, 1, 1, 0, "NCCL");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "outer");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 1, "inner");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 2, 0, 0, "other thread");
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 1, 0, 5, "async A");
     fixture_call(f, CT_API_cudaMalloc, 0, 0x10000000, 1 << 20, 0);
-    nvtx_record(f, CT_API_nvtxRangePush, 1, 1, 0, "ncclAllReduce");
-    nvtx_record(f, CT_API_nvtxRangeStart, 2, 0, 6, "async B");
-    nvtx_record(f, CT_API_nvtxRangePop, 1, 1, 0, NULL);
-    nvtx_record(f, CT_API_nvtxRangePop, 1, 0, 1, NULL); /* inner */
-    nvtx_record(f, CT_API_nvtxMark, 1, 0, 0, "ready");
-    nvtx_record(f, CT_API_nvtxRangeEnd, 3, 0, 5, NULL);        /* another thread ends A */
-    nvtx_record(f, CT_API_nvtxRangeStart, 3, 0, 7, "async C"); /* A's lane, never ended */
-    nvtx_record(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);
-    nvtx_record(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);  /* nothing pushed */
-    nvtx_record(f, CT_API_nvtxRangeEnd, 1, 0, 99, NULL); /* no such range */
-    nvtx_record(f, CT_API_nvtxRangeEnd, 1, 0, 6, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 1, 0, "ncclAllReduce");
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 2, 0, 6, "async B");
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 1, 0, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 1, NULL); /* inner */
+    fixture_nvtx(f, CT_API_nvtxMark, 1, 0, 0, "ready");
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 3, 0, 5, NULL);        /* another thread ends A */
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 3, 0, 7, "async C"); /* A's lane, never ended */
+    fixture_nvtx(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);  /* nothing pushed */
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 1, 0, 99, NULL); /* no such range */
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 1, 0, 6, NULL);
     fixture_call(f, CT_API_cudaFree, 0, 0x10000000, 0, 0); /* "outer" never popped */
     fixture_close(f);
     sqlite3 *db;
