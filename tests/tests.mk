@@ -61,7 +61,7 @@ layout-check:
 	@python3 tests/layout/check_includes.py
 
 # The pages are made from the demo's two runs: after demo-check, never beside it.
-browser-check: demo-check $(BUILD)/bench/genrun
+browser-check: demo-check $(BUILD)/bench/genrun $(BUILD)/progs/nvtx_app
 	@echo "== HTML reports in a browser (chromium headless)"
 	@tests/browser/check_report.sh $(BUILD)
 
