@@ -32,8 +32,9 @@
 #define MARGIN_R 34
 #define MARGIN_T 12
 #define MARGIN_B 34
-#define BAND_H   12 /* an NVTX range's strip; nested ones stack upwards */
-#define BAND_MAX 4  /* strips stacked at most: deeper ones share the top one */
+#define BAND_H   12  /* an NVTX range's strip; nested ones stack upwards */
+#define BAND_MAX 4   /* strips stacked at most: deeper ones share the top one */
+#define BAND_CAP 300 /* NVTX ranges drawn per chart: the rest are counted under it */
 
 struct sample {
     int64_t t_ns;
@@ -332,7 +333,8 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     axes(out, &xs, &ys, t0, t1, ymax);
     size_t nbands;
     struct band *bands = collect_bands(m, gpu, t1, &nbands);
-    draw_bands(out, m, bands, nbands, &xs, t0);
+    size_t bands_drawn = nbands < BAND_CAP ? nbands : BAND_CAP;
+    draw_bands(out, m, bands, bands_drawn, &xs, t0);
     /* the categories, bottom up: each band between its sum and the one below */
     for (int c = 0; c < GM_GPU_CATEGORIES; c++) {
         bool any = false;
@@ -425,7 +427,7 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
                  "hover", text, text);
         free(text);
     }
-    draw_band_strips(out, m, bands, nbands, &xs, t0);
+    draw_band_strips(out, m, bands, bands_drawn, &xs, t0);
     svg_end(out);
     fprintf(out, "<div class=\"readout\" id=\"");
     html_text(out, id);
@@ -447,6 +449,9 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     if (failed_hidden)
         html_textf(out, "%zu more milestones are in `cutrace timeline`, not drawn here.",
                    failed_hidden);
+    if (nbands > bands_drawn)
+        html_textf(out, "%zu more NVTX ranges are in `cutrace timeline`, not drawn here.",
+                   nbands - bands_drawn);
     free(bands);
     free(s);
 }

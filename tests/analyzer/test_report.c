@@ -255,7 +255,8 @@ END_TEST
 /* The program's NVTX ranges as bands behind the chart: one shaded band and
  * one labelled strip per range (nested ones a strip higher, one never
  * ended drawn to the end), hovering naming it with its duration; NCCL's own
- * per-call ranges not drawn; a page without NVTX has none of it. */
+ * per-call ranges not drawn; past 300 ranges the rest counted; a page
+ * without NVTX has none of it. */
 START_TEST(test_report_nvtx_bands)
 {
     char *dir = scratch_dir();
@@ -303,6 +304,30 @@ START_TEST(test_report_nvtx_bands)
     ck_assert_ptr_nonnull(strstr(page, ">load_weights</text>"));
     ck_assert_ptr_nonnull(strstr(page, "NVTX ranges (hover a strip"));
     free(page);
+    /* past 300 ranges the rest are counted, not drawn */
+    char *many = join(dir, "many");
+    ck_assert_int_eq(mkdir(many, 0755), 0);
+    char *many_path = fixture_trace_path(many, "node", 4444, NORMAL_START_WALL);
+    f = fixture_create(many_path, FIXTURE_DEFAULT);
+    p.pid = 4444;
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    for (int i = 0; i < 305; i++) {
+        fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "step");
+        fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
+    }
+    fixture_close(f);
+    free(many_path);
+    const char *args3[] = {"report", many, "-o", page_path, NULL};
+    r = run_cutrace(args3, NULL);
+    ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    page = read_all(page_path);
+    ck_assert_uint_eq(count(page, "class=\"nvtxbar\""), 300);
+    ck_assert_ptr_nonnull(strstr(page, "5 more NVTX ranges are in `cutrace timeline`"));
+    free(page);
+    free(many);
     /* without NVTX: no band, no legend entry */
     char *plain = traced_dir(dir, "plain", 4242, 0);
     const char *args2[] = {"report", plain, "-o", page_path, NULL};
