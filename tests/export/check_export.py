@@ -13,7 +13,8 @@ viewers require:
     within its sequence, which starts by clearing its incremental state;
   - every flow begins exactly once and ends exactly once.
 
-Prints one line of counts as JSON (slices per track kind, counters,
+Prints one line of counts as JSON (slices per track kind -- nvtx_* for a
+process's NVTX tracks, apart from thread and other slices -- counters,
 instants, flows, tracks) and exits 1 with each problem found (at most 20
 shown), 0 otherwise. --expect KEY=N (repeatable) checks a count exactly,
 --expect KEY>=N at least.
