@@ -61,15 +61,16 @@ layout-check:
 	@python3 tests/layout/check_includes.py
 
 # The pages are made from the demo's two runs: after demo-check, never beside it.
-browser-check: demo-check $(BUILD)/bench/genrun
+browser-check: demo-check $(BUILD)/bench/genrun $(BUILD)/progs/nvtx_app
 	@echo "== HTML reports in a browser (chromium headless)"
 	@tests/browser/check_report.sh $(BUILD)
 
 .PHONY: browser-check layout-check unit-tests integration-tests fake-tests analyzer-tests hook-template-check python-tests
 
-# `cutrace export` on the demo's runs and a 10^6-event run, both formats, every
-# packet decoded and checked (tests/export/check.sh).
-export-check: $(BUILD)/cutrace $(ANALYZER_ASAN_BIN) $(BUILD)/bench/genrun $(BUILD)/examples/tp_server_sim
+# `cutrace export` on the demo's runs, nvtx_app's NVTX ranges and a 10^6-event
+# run, both formats, every packet decoded and checked (tests/export/check.sh).
+export-check: $(BUILD)/cutrace $(ANALYZER_ASAN_BIN) $(BUILD)/bench/genrun $(BUILD)/examples/tp_server_sim \
+              $(BUILD)/libcutrace.so $(BUILD)/progs/nvtx_app
 	@echo "== export check (the demo and 10^6 events, Perfetto and JSON)"
 	@tests/export/check.sh $(BUILD)
 .PHONY: export-check

@@ -23,7 +23,7 @@ enum ex_track_kind {
     EX_TRACK_PROCESS, /* a traced process: pid, name */
     EX_TRACK_THREAD,  /* one of its threads: pid, tid, name; parent the process */
     EX_TRACK_GROUP,   /* a named group of tracks not of a process (a GPU, a communicator) */
-    EX_TRACK_SLICES,  /* slices and instants in a group: parent the group */
+    EX_TRACK_SLICES,  /* slices and instants in a group or a process: parent it */
     EX_TRACK_COUNTER, /* a counter in a group, in bytes: parent the group */
 };
 

@@ -3,7 +3,9 @@
  * the traced categories stacked, the used memory (total - free) each
  * measurement saw, the unexplained memory (used - traced) there, every
  * milestone as a labelled vertical line with its exact values, failed calls
- * as red marks, and one hover column per sample.
+ * as red marks, and one hover column per sample. The program's NVTX ranges
+ * (model/nvtx.c: not NCCL's own) are shaded bands behind it, each with a
+ * labelled strip at the bottom that hovering names with its duration.
  *
  * The GPU's stream is walked once (gm_walk). Each of REPORT_COLUMNS time
  * columns keeps the sample with its highest traced bytes, so no peak is
@@ -30,6 +32,9 @@
 #define MARGIN_R 34
 #define MARGIN_T 12
 #define MARGIN_B 34
+#define BAND_H   12  /* an NVTX range's strip; nested ones stack upwards */
+#define BAND_MAX 4   /* strips stacked at most: deeper ones share the top one */
+#define BAND_CAP 300 /* NVTX ranges drawn per chart: the rest are counted under it */
 
 struct sample {
     int64_t t_ns;
@@ -185,6 +190,115 @@ static void axes(FILE *out, const struct svg_scale *xs, const struct svg_scale *
     }
 }
 
+/* One NVTX range on the GPU: its begin and end events (the end, or the
+ * GPU's last event for a range never ended), nested `depth` ranges deep. */
+struct band {
+    int64_t t0, t1;
+    uint32_t proc, text;
+    int64_t level;
+    bool open;
+    int depth;
+};
+
+/* The GPU's NVTX ranges, in begin order: an end closes the latest open
+ * begin of its process with its message and level (model/nvtx.c paired
+ * them already; the events carry the message and the push level). */
+static struct band *collect_bands(const struct gm_model *m, const struct gm_gpu *gpu, int64_t t_end,
+                                  size_t *count)
+{
+    struct band *b = NULL;
+    size_t n = 0, cap = 0, open = 0;
+    for (size_t i = 0; i < gpu->nstream; i++) {
+        const struct gm_event *e = ref_event(m, &gpu->stream[i]);
+        uint32_t proc = gpu->stream[i].proc;
+        if (e->type == GM_EV_NVTX_BEGIN) {
+            b = xgrow(b, &cap, n + 1, sizeof(*b));
+            b[n++] = (struct band){e->t_ns,
+                                   t_end,
+                                   proc,
+                                   (uint32_t)e->a,
+                                   e->b,
+                                   true,
+                                   (int)(open < BAND_MAX ? open : BAND_MAX - 1)};
+            open++;
+        } else if (e->type == GM_EV_NVTX_END) {
+            for (size_t k = n; k > 0; k--) {
+                struct band *r = &b[k - 1];
+                if (!r->open || r->proc != proc || r->text != (uint32_t)e->a || r->level != e->b)
+                    continue;
+                r->open = false;
+                r->t1 = e->t_ns;
+                assert(open > 0);
+                open--;
+                break;
+            }
+        }
+    }
+    *count = n;
+    return b;
+}
+
+static const char *duration_text(char *buf, size_t size, int64_t ns)
+{
+    if (ns >= 1000000000)
+        snprintf(buf, size, "%.3f s", (double)ns / 1e9);
+    else if (ns >= 1000000)
+        snprintf(buf, size, "%.3f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, size, "%.1f us", (double)ns / 1e3);
+    return buf;
+}
+
+/* "NVTX load_weights: 1.234 s (0.100 s to 1.334 s), pid 7 (rank 0)" */
+static char *band_title(const struct gm_model *m, const struct band *b, int64_t t0)
+{
+    char d[32], who[64];
+    gm_process_name(who, sizeof(who), &m->procs[b->proc]);
+    return xasprintf("NVTX %s: %s (%.6f s to %.6f s%s), %s", gm_text(m, b->text),
+                     duration_text(d, sizeof(d), b->t1 - b->t0), (double)(b->t0 - t0) / 1e9,
+                     (double)(b->t1 - t0) / 1e9, b->open ? ", never ended" : "", who);
+}
+
+/* Behind everything: the shaded band of each range. */
+static void draw_bands(FILE *out, const struct gm_model *m, const struct band *b, size_t n,
+                       const struct svg_scale *xs, int64_t t0)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x0 = svg_map(xs, (double)b[i].t0), x1 = svg_map(xs, (double)b[i].t1);
+        char *title = band_title(m, &b[i], t0);
+        svg_rect(out, x0, MARGIN_T, x1 - x0 < 1 ? 1 : x1 - x0, CHART_H - MARGIN_T - MARGIN_B,
+                 "nvtx", title, NULL);
+        free(title);
+    }
+}
+
+/* On top of the hover columns: each range's strip, labelled where it is
+ * wide enough, hovering it shows the range in the readout. */
+static void draw_band_strips(FILE *out, const struct gm_model *m, const struct band *b, size_t n,
+                             const struct svg_scale *xs, int64_t t0)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x0 = svg_map(xs, (double)b[i].t0), x1 = svg_map(xs, (double)b[i].t1);
+        double w = x1 - x0 < 2 ? 2 : x1 - x0;
+        double y = CHART_H - MARGIN_B - BAND_H * (b[i].depth + 1);
+        char *title = band_title(m, &b[i], t0);
+        svg_rect(out, x0, y, w, BAND_H - 1, "nvtxbar", title, title);
+        free(title);
+        size_t fits = (size_t)(w / 6.5); /* characters of 11px text */
+        if (fits >= 3) {
+            char label[72];
+            snprintf(label, sizeof(label), "%s", gm_text(m, b[i].text));
+            if (strlen(label) > fits)
+                label[fits] = '\0';
+            /* not svg_text: the label lets the pointer through to its strip */
+            fprintf(out, "<text class=\"nvtxlabel\" x=\"%.1f\" y=\"%.1f\">", x0 + 2,
+                    y + BAND_H - 3);
+            html_text(out, label);
+            fputs("</text>\n", out);
+        }
+    }
+}
+
 void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_report *g,
                          const char *id)
 {
@@ -217,6 +331,10 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     snprintf(label, sizeof(label), "memory over time on GPU %" PRIu32, g->gpu);
     svg_begin(out, id, "chart", CHART_W, CHART_H, label);
     axes(out, &xs, &ys, t0, t1, ymax);
+    size_t nbands;
+    struct band *bands = collect_bands(m, gpu, t1, &nbands);
+    size_t bands_drawn = nbands < BAND_CAP ? nbands : BAND_CAP;
+    draw_bands(out, m, bands, bands_drawn, &xs, t0);
     /* the categories, bottom up: each band between its sum and the one below */
     for (int c = 0; c < GM_GPU_CATEGORIES; c++) {
         bool any = false;
@@ -309,6 +427,7 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
                  "hover", text, text);
         free(text);
     }
+    draw_band_strips(out, m, bands, bands_drawn, &xs, t0);
     svg_end(out);
     fprintf(out, "<div class=\"readout\" id=\"");
     html_text(out, id);
@@ -320,10 +439,19 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     }
     fputs("<span>black line: used (total - free) at each cudaMemGetInfo</span>"
           "<span>red dashes: unexplained (used - traced)</span>"
-          "<span>red marks: failed calls</span></div>\n",
+          "<span>red marks: failed calls</span>",
           out);
+    if (nbands)
+        fputs("<span><i class=\"kn\"></i>NVTX ranges (hover a strip for its name and "
+              "duration)</span>",
+              out);
+    fputs("</div>\n", out);
     if (failed_hidden)
         html_textf(out, "%zu more milestones are in `cutrace timeline`, not drawn here.",
                    failed_hidden);
+    if (nbands > bands_drawn)
+        html_textf(out, "%zu more NVTX ranges are in `cutrace timeline`, not drawn here.",
+                   nbands - bands_drawn);
+    free(bands);
     free(s);
 }

@@ -7,7 +7,8 @@
  * map onto the format's (pid, tid): a process track is its pid, a thread
  * track its (pid, tid); a group (a GPU, a communicator) gets a pid of its
  * own above any Linux pid (EX_JSON_GROUP_PID), its slice tracks tids 1, 2,
- * ... in it, and its counters are counters of that pid, by name. Names
+ * ... in it, and its counters are counters of that pid, by name; a
+ * process's slice tracks (NVTX) are tids of its pid above any Linux tid. Names
  * come as "M" (metadata) events, with ts 0 like every event, so that each
  * event has ph, ts and pid.
  */
@@ -115,7 +116,8 @@ static int json_track(void *state, const struct ex_track *t)
     switch (t->kind) {
     case EX_TRACK_PROCESS:
         n->pid = t->pid;
-        n->tid = 0; /* its instants; threads have tids of their own */
+        n->tid = 0;                      /* its instants; threads have tids of their own */
+        n->next_tid = EX_JSON_GROUP_PID; /* its slice tracks: above any tid */
         metadata(j, "process_name", n->pid, 0, t->name);
         break;
     case EX_TRACK_THREAD:
@@ -130,7 +132,7 @@ static int json_track(void *state, const struct ex_track *t)
         metadata(j, "process_name", n->pid, 0, t->name);
         break;
     case EX_TRACK_SLICES:
-        assert(parent && parent->kind == EX_TRACK_GROUP);
+        assert(parent && (parent->kind == EX_TRACK_GROUP || parent->kind == EX_TRACK_PROCESS));
         n->pid = parent->pid;
         n->tid = parent->next_tid++;
         metadata(j, "thread_name", n->pid, n->tid, t->name);

@@ -260,6 +260,90 @@ START_TEST(test_export_same_pid_on_three_hosts)
 }
 END_TEST
 
+/* Ranges nested on a thread, on two threads, NCCL's own, start/end ranges
+ * that overlap and end on other threads, a push and a start never ended, a pop and an
+ * end with nothing open, and a mark. The count of ranges in its nvtx view. */
+static int64_t nvtx_trace(const char *dir)
+{
+    char *path = fixture_trace_path(dir, "h", 700, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {
+        .pid = 700, .host = "h", .start_wall_ns = NORMAL_START_WALL, .start_mono_ns = 1000};
+    fixture_process(f, &p);
+    fixture_meta(f, "end_state", "exit");
+    fixture_set_clock(f, T0);
+    fixture_call(f, CT_API_cudaSetDevice, 0, 0, 0, 0);
+    fixture_nvtx(f, CT_API_nvtxDomainCreate, 1, 1, 0, "NCCL");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "outer");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 1, "inner");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 2, 0, 0, "other thread");
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 1, 0, 5, "async A");
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x10000000, 1 << 20, 0);
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 1, 0, "ncclAllReduce");
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 2, 0, 6, "async B");
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 1, 0, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 1, NULL); /* inner */
+    fixture_nvtx(f, CT_API_nvtxMark, 1, 0, 0, "ready");
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 3, 0, 5, NULL);        /* another thread ends A */
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 3, 0, 7, "async C"); /* A's lane, never ended */
+    fixture_nvtx(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 2, 0, 0, NULL);  /* nothing pushed */
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 1, 0, 99, NULL); /* no such range */
+    fixture_nvtx(f, CT_API_nvtxRangeEnd, 1, 0, 6, NULL);
+    fixture_call(f, CT_API_cudaFree, 0, 0x10000000, 0, 0); /* "outer" never popped */
+    fixture_close(f);
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM nvtx WHERE kind IN ('push', 'start')",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    int64_t ranges = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(path);
+    return ranges;
+}
+
+/* NVTX: a slice per range of the view (NCCL's too), nested as pushed, on a
+ * track per thread and domain; overlapping start/end ranges on two lanes of
+ * their own (a later one back on the first); the mark an instant; what
+ * never ended closed at the process's end. */
+START_TEST(test_export_nvtx_ranges)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    int64_t ranges = nvtx_trace(dir);
+    ck_assert_int_eq(ranges, 7);
+    char *expects = NULL;
+    ck_assert_int_ge(asprintf(&expects,
+                              "--expect nvtx_slices=%lld --expect nvtx_instants=1 "
+                              "--expect nvtx_tracks=5 --expect process_tracks=1",
+                              (long long)ranges),
+                     0);
+    char *text = export_both(dir, outdir, "nvtx", expects);
+    assert_contains(text, "\"args\":{\"name\":\"NVTX (default domain), thread 1\"}");
+    assert_contains(text, "\"args\":{\"name\":\"NVTX (default domain), thread 2\"}");
+    assert_contains(text, "\"args\":{\"name\":\"NVTX NCCL, thread 1\"}");
+    assert_contains(text, "\"args\":{\"name\":\"NVTX (default domain), start/end ranges 1\"}");
+    assert_contains(text, "\"args\":{\"name\":\"NVTX (default domain), start/end ranges 2\"}");
+    assert_contains(text, "\"name\":\"outer\",\"cat\":\"nvtx\"");
+    assert_contains(text, "\"name\":\"ncclAllReduce\",\"cat\":\"nvtx\"");
+    assert_contains(text, "\"name\":\"ready\",\"cat\":\"nvtx\"");
+    assert_contains(text, "\"end\":\"never ended: closed at the process end\"");
+    /* "inner" opens inside "outer", on the same track. */
+    const char *outer = strstr(text, "\"name\":\"outer\"");
+    const char *inner = strstr(text, "\"name\":\"inner\"");
+    ck_assert_ptr_nonnull(inner);
+    ck_assert_msg(outer && inner > outer, "inner before outer");
+    free(text);
+    free(expects);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
 /* The decoder is no test that cannot fail: each file below breaks one rule. */
 START_TEST(test_decoder_finds_broken_files)
 {
@@ -348,6 +432,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_export_two_processes_share_a_gpu);
     tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
     tcase_add_test(tc, test_export_same_pid_on_three_hosts);
+    tcase_add_test(tc, test_export_nvtx_ranges);
     tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);

@@ -252,6 +252,98 @@ START_TEST(test_report_hostile_trace)
 }
 END_TEST
 
+/* The program's NVTX ranges as bands behind the chart: one shaded band and
+ * one labelled strip per range (nested ones a strip higher, one never
+ * ended drawn to the end), hovering naming it with its duration; NCCL's own
+ * per-call ranges not drawn; past 300 ranges the rest counted; a page
+ * without NVTX has none of it. */
+START_TEST(test_report_nvtx_bands)
+{
+    char *dir = scratch_dir();
+    char *path = fixture_trace_path(dir, "node", 4343, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    struct fixture_process p = {.pid = 4343,
+                                .ppid = 1,
+                                .host = "node",
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = NORMAL_START_MONO};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    fixture_nvtx(f, CT_API_nvtxDomainCreate, 1, 1, 0, "NCCL");
+    fixture_meminfo(f, 0, 79 * GiB, 80 * GiB);
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "load_weights");
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 1, "<shard> & 1");
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000ll, 2 * GiB, 0);
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 1, 0, "ncclAllReduce");
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 1, 0, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 1, NULL);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
+    fixture_meminfo(f, 0, 77 * GiB, 80 * GiB);
+    fixture_nvtx(f, CT_API_nvtxRangeStart, 2, 0, 9, "serve");
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0100000000ll, 1 * GiB, 0);
+    fixture_call(f, CT_API_cudaFree, 0, 0x7f0000000000ll, 0, 0); /* "serve" never ended */
+    fixture_close(f);
+    free(path);
+    char *page_path = join(dir, "report.html");
+    const char *args[] = {"report", dir, "-o", page_path, NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    char *page = read_all(page_path);
+    assert_safe_page(page);
+    ck_assert_uint_eq(count(page, "class=\"nvtx\""), 3);
+    ck_assert_uint_eq(count(page, "class=\"nvtxbar\""), 3);
+    ck_assert_uint_eq(count(page, "ncclAllReduce"), 0);
+    ck_assert_ptr_nonnull(strstr(page, "class=\"nvtxbar\" data-v=\"NVTX load_weights: "));
+    ck_assert_ptr_nonnull(strstr(page, "data-v=\"NVTX &lt;shard&gt; &amp; 1: "));
+    ck_assert_ptr_nonnull(strstr(page, "s, never ended), pid 4343"));
+    /* the nested range's strip a strip above its parent's */
+    ck_assert_ptr_nonnull(strstr(page, "y=\"294.0\" width="));
+    ck_assert_ptr_nonnull(strstr(page, "y=\"282.0\" width="));
+    ck_assert_ptr_nonnull(strstr(page, ">load_weights</text>"));
+    ck_assert_ptr_nonnull(strstr(page, "NVTX ranges (hover a strip"));
+    free(page);
+    /* past 300 ranges the rest are counted, not drawn */
+    char *many = join(dir, "many");
+    ck_assert_int_eq(mkdir(many, 0755), 0);
+    char *many_path = fixture_trace_path(many, "node", 4444, NORMAL_START_WALL);
+    f = fixture_create(many_path, FIXTURE_DEFAULT);
+    p.pid = 4444;
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    for (int i = 0; i < 305; i++) {
+        fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "step");
+        fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
+    }
+    fixture_close(f);
+    free(many_path);
+    const char *args3[] = {"report", many, "-o", page_path, NULL};
+    r = run_cutrace(args3, NULL);
+    ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    page = read_all(page_path);
+    ck_assert_uint_eq(count(page, "class=\"nvtxbar\""), 300);
+    ck_assert_ptr_nonnull(strstr(page, "5 more NVTX ranges are in `cutrace timeline`"));
+    free(page);
+    free(many);
+    /* without NVTX: no band, no legend entry */
+    char *plain = traced_dir(dir, "plain", 4242, 0);
+    const char *args2[] = {"report", plain, "-o", page_path, NULL};
+    r = run_cutrace(args2, NULL);
+    ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    page = read_all(page_path);
+    ck_assert_uint_eq(count(page, "class=\"nvtx"), 0);
+    ck_assert_ptr_null(strstr(page, "NVTX ranges (hover"));
+    free(page);
+    free(plain);
+    free(page_path);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_diff_html)
 {
     char *dir = scratch_dir();
@@ -349,6 +441,7 @@ Suite *report_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_escape);
     tcase_add_test(tc, test_report_hostile_trace);
+    tcase_add_test(tc, test_report_nvtx_bands);
     tcase_add_test(tc, test_diff_html);
     tcase_add_test(tc, test_report_errors);
     suite_add_tcase(s, tc);

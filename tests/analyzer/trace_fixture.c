@@ -429,6 +429,20 @@ int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, i
     return fixture_event(f, &e);
 }
 
+int64_t fixture_nvtx(struct fixture *f, enum ct_api api, int64_t tid, int64_t domain, int64_t arg1,
+                     const char *message)
+{
+    struct fixture_event e = {.api = api, .device = 0, .tid = tid};
+    e.arg[0] = domain;
+    e.arg[1] = arg1;
+    if (message) {
+        e.handle = message;
+        e.handle_len = strlen(message);
+        e.arg[2] = (int64_t)e.handle_len;
+    }
+    return fixture_event(f, &e);
+}
+
 int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *init)
 {
     enum ct_api api = init->api;

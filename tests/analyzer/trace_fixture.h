@@ -103,6 +103,11 @@ int64_t fixture_event(struct fixture *f, const struct fixture_event *e);
 int64_t fixture_call(struct fixture *f, enum ct_api api, int64_t device, int64_t ptr, int64_t size,
                      int64_t result);
 int64_t fixture_meminfo(struct fixture *f, int64_t device, int64_t free_bytes, int64_t total_bytes);
+/* An NVTX record as hook_nvtx.c writes it (docs/nvtx.md): the message (NULL:
+ * none) in the handle with its length in arg2, the domain in arg0, the range
+ * id or push level in arg1; device 0. */
+int64_t fixture_nvtx(struct fixture *f, enum ct_api api, int64_t tid, int64_t domain, int64_t arg1,
+                     const char *message);
 
 /*
  * NCCL records. Communicator handles are the `comm` values the program

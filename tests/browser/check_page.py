@@ -7,11 +7,13 @@ probe_head.html and probe_tail.html inserted, takes the probe's JSON from
 from chromium's console log), every chart has paths and each path has a
 non-empty d the browser drew (length > 0), hovering a chart shows its
 values (the page's script ran), nothing reaches outside the page,
-and, with --budget, every number carrying a data-key equals the value at
+with --nvtx N that the charts have N NVTX ranges, each a band and a strip
+laid out (non-zero size) whose title names it with its duration, and that
+hovering a strip shows that range; and, with --budget, every number carrying a data-key equals the value at
 that path of `cutrace budget --json` and is shown as that value.
 
   check_page.py --dom DOM --log CHROMIUM_STDERR --name NAME
-                [--budget BUDGET_JSON --min-numbers N] [--charts N]
+                [--budget BUDGET_JSON --min-numbers N] [--charts N] [--nvtx N]
 
 Exit 0 when the page passes, 1 with one line per problem otherwise.
 """
@@ -88,6 +90,33 @@ def check_numbers(probe, budget, problems):
     return checked
 
 
+BAND_TITLE = re.compile(r"^NVTX .+: [0-9]+\.[0-9]+ (s|ms|us) \([0-9.]+ s to [0-9.]+ s")
+
+
+def check_bands(charts, want, problems):
+    """The NVTX bands: `want` ranges, each a band and a strip, laid out."""
+    got = {"nvtx": 0, "nvtxbar": 0}
+    for c in charts:
+        for b in c.get("bands", []):
+            got[b["cls"]] = got.get(b["cls"], 0) + 1
+            if b["width"] <= 0 or b["height"] <= 0:
+                problems.append(f"chart {c['id']}: an NVTX {b['cls']} not laid out "
+                                f"({b['width']}x{b['height']})")
+            if not BAND_TITLE.match(b["title"]):
+                problems.append(f"chart {c['id']}: NVTX {b['cls']} titled {b['title']!r}, "
+                                "not its name and duration")
+        hover = c.get("band_hover")
+        if hover and (not hover["want"] or hover["got"] != hover["want"]):
+            problems.append(f"chart {c['id']}: hovering an NVTX strip shows {hover['got']!r}, "
+                            f"not {hover['want']!r}")
+        if any(b["cls"] == "nvtxbar" for b in c.get("bands", [])) and not hover:
+            problems.append(f"chart {c['id']}: NVTX strips but no readout to hover into")
+    for cls in ("nvtx", "nvtxbar"):
+        if got.get(cls, 0) != want:
+            problems.append(f"{got.get(cls, 0)} NVTX {cls} rects, expected {want}")
+    return got["nvtxbar"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dom", required=True)
@@ -96,6 +125,7 @@ def main():
     ap.add_argument("--budget")
     ap.add_argument("--min-numbers", type=int, default=1)
     ap.add_argument("--charts", type=int, default=1)
+    ap.add_argument("--nvtx", type=int)
     a = ap.parse_args()
     problems = []
     with open(a.dom, encoding="utf-8", errors="replace") as f:
@@ -130,6 +160,7 @@ def main():
                 problems.append(f"chart {c['id']}: a {p['cls']} path with an empty d")
             elif p["length"] <= 0 and " L" in p["d"]:
                 problems.append(f"chart {c['id']}: a {p['cls']} path the browser drew as nothing")
+    bands = check_bands(charts, a.nvtx, problems) if a.nvtx is not None else 0
     checked = 0
     if a.budget:
         with open(a.budget, encoding="utf-8") as f:
@@ -143,7 +174,7 @@ def main():
         return 1
     paths = sum(len(c["paths"]) for c in charts)
     print(f"browser: {a.name}: ok ({len(charts)} charts, {paths} paths, hover values, "
-          f"{checked} numbers equal budget --json, no script error)")
+          f"{bands} NVTX bands, {checked} numbers equal budget --json, no script error)")
     return 0
 
 

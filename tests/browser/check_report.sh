@@ -7,7 +7,8 @@
 # failed, that every chart's paths are non-empty and drawn, that hovering
 # a chart shows its values (the page's script works), that nothing
 # reaches outside the page, and that every number the report page shows
-# equals `cutrace budget --json`'s. Then the same on a 10^6-event run (two,
+# equals `cutrace budget --json`'s; a run with NVTX ranges has them as
+# bands, laid out, and the demo's pages none. Then the same on a 10^6-event run (two,
 # for the diff) from bench/genrun, whose pages must stay under 8 MiB: the
 # charts are downsampled, the tables capped. Screenshots are kept in BUILD/browser/
 # for people to look at. Without chromium it prints "skipped: chromium:
@@ -76,10 +77,33 @@ for run in baseline custom-ar; do
     # 8 GPUs: 8 memory charts, 8 waterfalls, flame graphs; per rank at least
     # its waterfall's six numbers, and the job's four
     check_page "$out/report-$run.html" "report-$run" --charts 16 \
-        --budget "$out/budget-$run.json" --min-numbers 52
+        --budget "$out/budget-$run.json" --min-numbers 52 --nvtx 0
 done
-# vLLM's waterfall: the simulated server of the demo as vLLM starts (examples/README.md)
+# NVTX ranges (tests/progs/nvtx_app, recorded by libcutrace.so as NVTX's
+# injection library): one band and strip per range of the nvtx view that is
+# not NCCL's own, laid out, hovering naming it.
+progs=$(cd "$build/progs" && pwd)
 fake=$(cd "$build/fake" && pwd)
+LD_LIBRARY_PATH="$fake:$progs" "$cutrace" run -o "$out/nvtx" -- "$progs/nvtx_app" \
+    >"$out/nvtx.log" 2>&1 || { echo "browser: nvtx_app failed: $out/nvtx.log" >&2; exit 1; }
+ranges=$(python3 - "$out/nvtx" <<'PY'
+import glob, os, sqlite3, sys
+total = 0
+for db in glob.glob(os.path.join(sys.argv[1], "**", "*.db"), recursive=True):
+    con = sqlite3.connect("file:%s?mode=ro&immutable=1" % db, uri=True)
+    total += con.execute("SELECT count(*) FROM nvtx WHERE kind IN ('push', 'start')"
+                         " AND coalesce(domain, '') <> 'NCCL'").fetchone()[0]
+    con.close()
+print(total)
+PY
+)
+if ((ranges == 0)); then
+    echo "browser: nvtx_app recorded no NVTX range" >&2
+    failures=$((failures + 1))
+fi
+"$cutrace" report "$out/nvtx" -o "$out/report-nvtx.html"
+check_page "$out/report-nvtx.html" report-nvtx --charts 1 --nvtx "$ranges"
+# vLLM's waterfall: the simulated server of the demo as vLLM starts (examples/README.md)
 (
     export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export CUTRACE_FAKE_GPUS=8 CUTRACE_FAKE_GPU_MEM=96G CUTRACE_FAKE_STATE="$out/vllm.gpu-state"

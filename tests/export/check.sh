@@ -4,7 +4,8 @@
 # on a synthetic run of 10^6 events (bench/genrun), in both formats, each
 # file decoded packet by packet by check_export.py with the counts the run
 # must give: one slice per call, the flows of every IPC open, nine counter
-# tracks per GPU. The demo's JSON files are also loaded in a real Chromium
+# tracks per GPU; and on real NVTX ranges (tests/progs/nvtx_app): one slice
+# per range of the nvtx view. The demo's JSON files are also loaded in a real Chromium
 # page by tests/browser/load_json.sh when that script exists (it skips
 # visibly where Chromium cannot be had).
 #
@@ -18,7 +19,7 @@ genrun="$build/bench/genrun"
 checker=tests/export/check_export.py
 browser=tests/browser/load_json.sh
 out="$build/export-check"
-for f in "$cutrace" "$genrun"; do
+for f in "$cutrace" "$genrun" "$build/progs/nvtx_app"; do
     [[ -x $f ]] || { echo "export-check: $f is missing: run 'make' first" >&2; exit 1; }
 done
 rm -rf "$out"
@@ -30,17 +31,22 @@ if [[ ! -d $build/demo/baseline || ! -d $build/demo/custom-ar ]]; then
         { echo "export-check: scripts/demo.sh failed; see $out/demo.log" >&2; exit 1; }
 fi
 
-# The number of calls in a run's traces: the slices its export must have.
-calls_of() {
-    python3 - "$1" <<'PY'
+# count_of DIR SQL: SQL's count summed over a run's traces.
+count_of() {
+    python3 - "$1" "$2" <<'PY'
 import glob, os, sqlite3, sys
 total = 0
 for db in sorted(glob.glob(os.path.join(sys.argv[1], "**", "*.db"), recursive=True)):
     con = sqlite3.connect("file:%s?mode=ro&immutable=1" % db, uri=True)
-    total += con.execute("SELECT count(*) FROM calls").fetchone()[0]
+    total += con.execute(sys.argv[2]).fetchone()[0]
     con.close()
 print(total)
 PY
+}
+
+# The number of calls in a run's traces: the slices its export must have.
+calls_of() {
+    count_of "$1" "SELECT count(*) FROM calls"
 }
 
 failures=0
@@ -100,6 +106,29 @@ check demo-baseline "$build/demo/baseline" process_tracks=8 counter_tracks=72 fl
 check demo-custom-ar "$build/demo/custom-ar" process_tracks=8 counter_tracks=72 flows=112 'instants>=8'
 same_under_asan demo-baseline "$build/demo/baseline"
 same_under_asan demo-custom-ar "$build/demo/custom-ar"
+# Real NVTX ranges: tests/progs/nvtx_app (and its 4 threads' nested ranges)
+# on the fake stack, recorded by libcutrace.so as NVTX's injection library;
+# one slice per range of the nvtx view (NCCL's domain too), one instant per
+# mark, on the NVTX tracks.
+for mode in plain threads; do
+    rm -rf "$out/nvtx-$mode.runs"
+    args=()
+    [[ $mode == plain ]] || args=("$mode")
+    if ! LD_LIBRARY_PATH="$build/fake:$build/progs" "$cutrace" run -o "$out/nvtx-$mode.runs" -- \
+        "$build/progs/nvtx_app" "${args[@]}" >"$out/nvtx-$mode.log" 2>&1; then
+        echo "export-check: nvtx_app $mode failed; see $out/nvtx-$mode.log" >&2
+        failures=$((failures + 1))
+        continue
+    fi
+    ranges=$(count_of "$out/nvtx-$mode.runs" "SELECT count(*) FROM nvtx WHERE kind IN ('push', 'start')")
+    marks=$(count_of "$out/nvtx-$mode.runs" "SELECT count(*) FROM nvtx WHERE kind = 'mark'")
+    if ((ranges == 0)); then
+        echo "export-check: nvtx_app $mode recorded no NVTX range" >&2
+        failures=$((failures + 1))
+    fi
+    check "nvtx-$mode" "$out/nvtx-$mode.runs" "nvtx_slices=$ranges" "nvtx_instants=$marks" 'nvtx_tracks>=1'
+    same_under_asan "nvtx-$mode" "$out/nvtx-$mode.runs"
+done
 "$genrun" "$events" "$out/genrun" >/dev/null
 check genrun "$out/genrun" process_tracks=8 counter_tracks=72 'flows>=1' 'other_slices>=1'
 rm -rf "$out/genrun" "$out"/genrun.proto "$out"/genrun.json

@@ -13,7 +13,8 @@ viewers require:
     within its sequence, which starts by clearing its incremental state;
   - every flow begins exactly once and ends exactly once.
 
-Prints one line of counts as JSON (slices per track kind, counters,
+Prints one line of counts as JSON (slices per track kind -- nvtx_* for a
+process's NVTX tracks, apart from thread and other slices -- counters,
 instants, flows, tracks) and exits 1 with each problem found (at most 20
 shown), 0 otherwise. --expect KEY=N (repeatable) checks a count exactly,
 --expect KEY>=N at least.
@@ -118,7 +119,8 @@ def annotation_refs(raw):
 def new_counts():
     return {"packets": 0, "tracks": 0, "process_tracks": 0, "thread_tracks": 0,
             "counter_tracks": 0, "group_tracks": 0, "thread_slices": 0, "other_slices": 0,
-            "instants": 0, "counters": 0, "flows": 0, "sequences": 0}
+            "instants": 0, "counters": 0, "flows": 0, "sequences": 0,
+            "nvtx_tracks": 0, "nvtx_slices": 0, "nvtx_instants": 0}
 
 
 def check_proto(data, problems):
@@ -176,6 +178,13 @@ def check_proto(data, problems):
                              % (where, uuid, parent))
             kind = ("process" if one(d, 3) is not None else "thread" if one(d, 4) is not None
                     else "counter" if one(d, 8) is not None else "group")
+            name = one(d, 2)
+            if kind == "group" and parent in tracks and tracks[parent] == "process":
+                # A process's own slice tracks are NVTX's (docs/export.md).
+                if not bytes(name or b"").startswith(b"NVTX "):
+                    problems.add("%s: process slice track %r is not named NVTX ..."
+                                 % (where, uuid))
+                kind = "nvtx"
             if kind == "counter" and one(fields(one(d, 8)), 3) != 3:
                 problems.add("%s: counter track %r not in bytes" % (where, uuid))
             if not one(d, 2):
@@ -217,7 +226,8 @@ def check_proto(data, problems):
                 problems.add("%s: %s iid %r not interned on sequence %d" % (where, what, iid, seq_id))
         if typ == 1:
             open_slices[track] = open_slices.get(track, 0) + 1
-            counts["thread_slices" if kind == "thread" else "other_slices"] += 1
+            counts["thread_slices" if kind == "thread" else
+                   "nvtx_slices" if kind == "nvtx" else "other_slices"] += 1
         elif typ == 2:
             if open_slices.get(track, 0) == 0:
                 problems.add("%s: slice end on track %r with no slice open" % (where, track))
@@ -225,6 +235,7 @@ def check_proto(data, problems):
                 open_slices[track] -= 1
         elif typ == 3:
             counts["instants"] += 1
+            counts["nvtx_instants"] += kind == "nvtx"
         elif typ == 4:
             counts["counters"] += 1
             if one(e, 30) is None:
@@ -259,7 +270,7 @@ def check_json(data, problems):
     if not isinstance(events, list) or not events:
         problems.add("traceEvents is not a non-empty array")
         return counts
-    named_pids, named_threads = set(), set()
+    named_pids, named_threads, nvtx_threads = set(), set(), set()
     last = {}
     depth = {}
     counter_pids, counter_names, slice_keys = set(), set(), set()
@@ -280,7 +291,14 @@ def check_json(data, problems):
                 counts["group_tracks" if group else "process_tracks"] += 1
             else:
                 named_threads.add((pid, tid))
-                counts["group_tracks" if group else "thread_tracks"] += 1
+                # NVTX tracks: tids of a process above any Linux tid.
+                nvtx = not group and tid >= 1 << 30
+                if nvtx and not str(ev.get("args", {}).get("name", "")).startswith("NVTX "):
+                    problems.add("%s: track %r/%r is not named NVTX ..." % (where, pid, tid))
+                if nvtx:
+                    nvtx_threads.add((pid, tid))
+                counts["group_tracks" if group else "nvtx_tracks" if nvtx
+                       else "thread_tracks"] += 1
             continue
         if pid not in named_pids:
             problems.add("%s: pid %r used before its process_name" % (where, pid))
@@ -293,7 +311,8 @@ def check_json(data, problems):
         if ph == "B":
             depth[key] = depth.get(key, 0) + 1
             slice_keys.add(key)
-            counts["thread_slices" if pid < (1 << 30) else "other_slices"] += 1
+            counts["nvtx_slices" if key in nvtx_threads else
+                   "thread_slices" if pid < (1 << 30) else "other_slices"] += 1
         elif ph == "E":
             if depth.get(key, 0) == 0:
                 problems.add("%s: E with no B open on %r" % (where, key))
@@ -301,6 +320,7 @@ def check_json(data, problems):
                 depth[key] -= 1
         elif ph == "i":
             counts["instants"] += 1
+            counts["nvtx_instants"] += key in nvtx_threads
         elif ph == "C":
             counts["counters"] += 1
             counter_pids.add(pid)
