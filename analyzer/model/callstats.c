@@ -220,7 +220,7 @@ static bool api_of_seq(const struct pass *s, int64_t seq, uint32_t *api)
     size_t i = ld_seq_index(s, seq);
     if (i == SIZE_MAX)
         return false;
-    *api = s->seq_apis[i];
+    *api = s->seq_calls[i].api;
     return true;
 }
 

@@ -518,12 +518,7 @@ static void pass_free(struct pass *s)
     strtab_free(&s->roles, false);
     strtab_free(&s->spaces, false);
     free(s->modules);
-    free(s->seqs);
-    free(s->seq_roles);
-    free(s->seq_memory);
-    free(s->seq_apis);
-    free(s->seq_stacks);
-    free(s->seq_hops);
+    free(s->seq_calls);
     free(s->api_direct);
     for (size_t i = 0; i < s->nipc_rows; i++)
         free(s->ipc_rows[i].hex);

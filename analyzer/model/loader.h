@@ -126,6 +126,18 @@ struct callstats;  /* callstats.c */
 struct nvtx_state; /* nvtx.c */
 
 /* Per trace, during its calls pass. */
+/* A call as later calls need it when it is their parent. */
+struct seq_call {
+    int64_t seq;
+    /* its stack (calls.stack_id, or its nearest caller's that has one), 0
+     * none */
+    int64_t stack;
+    uint32_t role;  /* role_id, or GM_NONE for a NULL role */
+    uint32_t api;   /* model-wide api name of the call */
+    uint8_t memory; /* 1: alloc, free or reset */
+    uint8_t hops;   /* how many parent hops away its stack was found */
+};
+
 struct pass {
     struct loader *L;
     struct gm_process *p;
@@ -140,17 +152,11 @@ struct pass {
     uint32_t device_space; /* space id of "device", GM_NONE if absent */
     struct module_range *modules;
     size_t nmodules;
-    /* seq -> role of every call so far, for the parent of nested calls */
-    int64_t *seqs;
-    uint32_t *seq_roles; /* role_id, or GM_NONE for a NULL role */
-    uint8_t *seq_memory; /* 1: alloc, free or reset */
-    uint32_t *seq_apis;  /* model-wide api name of the call */
-    /* its stack (calls.stack_id, or its nearest caller's that has one), 0
-     * none, and how many parent hops away that stack was found */
-    int64_t *seq_stacks;
-    uint8_t *seq_hops;
-    size_t nseqs, seqs_cap, seq_roles_cap, seq_memory_cap, seq_apis_cap, seq_stacks_cap,
-        seq_hops_cap;
+    /* Every call so far in seq order (seqs strictly increase), for the
+     * parent of nested calls: one entry per call, so that the parent's
+     * lookup touches one cache line, not six arrays. */
+    struct seq_call *seq_calls;
+    size_t nseqs, seqs_cap;
     /* api_id -> info for the ids 0 .. napi_direct - 1 (most traces' ids):
      * no search per row; others go through api_ids */
     const struct api_info **api_direct;
@@ -220,8 +226,8 @@ const struct api_info *ld_api_of(const struct pass *s, const char *name);
 const struct api_info *ld_api_by_id(const struct pass *s, int64_t api_id);
 
 /* pairing.c: the pass over the events, then its IPC rows tied to allocations. */
-/* The index in s->seqs of the call with that seq among those read so far,
- * SIZE_MAX if none. */
+/* The index in s->seq_calls of the call with that seq among those read so
+ * far, SIZE_MAX if none. */
 size_t ld_seq_index(const struct pass *s, int64_t seq);
 int ld_read_calls(struct pass *s);
 /* After the calls: the process's calls in flight and heartbeat (inflight.c). */

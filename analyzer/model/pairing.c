@@ -247,15 +247,29 @@ static void on_comm_init(struct pass *s, const struct call_row *c, uint32_t gpu)
 
 size_t ld_seq_index(const struct pass *s, int64_t seq)
 {
-    size_t lo = 0, hi = s->nseqs;
+    size_t n = s->nseqs;
+    if (n == 0)
+        return SIZE_MAX;
+    const struct seq_call *c = s->seq_calls;
+    int64_t first = c[0].seq, last = c[n - 1].seq;
+    if (seq < first || seq > last)
+        return SIZE_MAX;
+    /* Seqs strictly increase, so the call with seq, if read, lies between
+     * these bounds; where seqs have no gaps (the usual trace) lo is it.
+     * Parents are recent calls: no search through a table that has outgrown
+     * the caches. */
+    uint64_t after = (uint64_t)last - (uint64_t)seq, before = (uint64_t)seq - (uint64_t)first;
+    size_t lo = after < n ? n - 1 - (size_t)after : 0;
+    size_t hi = before < n - 1 ? (size_t)before + 1 : n;
+    assert(lo < hi);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->seqs[mid] < seq)
+        if (c[mid].seq < seq)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < s->nseqs && s->seqs[lo] == seq ? lo : SIZE_MAX;
+    return lo < n && c[lo].seq == seq ? lo : SIZE_MAX;
 }
 
 static bool is_memory_role(enum role role)
@@ -265,14 +279,14 @@ static bool is_memory_role(enum role role)
 
 /* logical_events: a call made inside a traced call of the same role (or a
  * memory call inside a memory call) is the same event seen twice. parent:
- * the parent's index in s->seqs, SIZE_MAX when it is not in the trace. */
+ * the parent's index in s->seq_calls, SIZE_MAX when it is not in the trace. */
 static bool is_logical(const struct pass *s, const struct api_info *info, size_t parent)
 {
-    if (parent == SIZE_MAX || s->seq_roles[parent] == GM_NONE)
+    if (parent == SIZE_MAX || s->seq_calls[parent].role == GM_NONE)
         return true;
-    uint32_t prole = s->seq_roles[parent];
+    uint32_t prole = s->seq_calls[parent].role;
     return !((!info->null_role && prole == info->role_id) ||
-             (s->seq_memory[parent] && is_memory_role(info->role)));
+             (s->seq_calls[parent].memory && is_memory_role(info->role)));
 }
 
 /* In seq order, as read: what needs the calls before it (the parent's
@@ -291,28 +305,23 @@ static void note_call(struct pass *s, struct call_row *c)
     if (c->stack_id <= 0) {
         c->stack_id = 0;
         hops = NO_STACK;
-        if (parent != SIZE_MAX && c->parent_seq > 0 && s->seq_hops[parent] + 1 < MAX_STACK_HOPS) {
-            c->stack_id = s->seq_stacks[parent];
-            hops = (uint8_t)(s->seq_hops[parent] + 1);
+        if (parent != SIZE_MAX && c->parent_seq > 0 &&
+            s->seq_calls[parent].hops + 1 < MAX_STACK_HOPS) {
+            c->stack_id = s->seq_calls[parent].stack;
+            hops = (uint8_t)(s->seq_calls[parent].hops + 1);
         }
     }
 
-    if (s->nseqs == 0 || c->seq > s->seqs[s->nseqs - 1]) {
-        s->seqs = xgrow(s->seqs, &s->seqs_cap, s->nseqs + 1, sizeof(*s->seqs));
-        s->seq_roles = xgrow(s->seq_roles, &s->seq_roles_cap, s->nseqs + 1, sizeof(*s->seq_roles));
-        s->seq_memory =
-            xgrow(s->seq_memory, &s->seq_memory_cap, s->nseqs + 1, sizeof(*s->seq_memory));
-        s->seq_apis = xgrow(s->seq_apis, &s->seq_apis_cap, s->nseqs + 1, sizeof(*s->seq_apis));
-        s->seq_stacks =
-            xgrow(s->seq_stacks, &s->seq_stacks_cap, s->nseqs + 1, sizeof(*s->seq_stacks));
-        s->seq_hops = xgrow(s->seq_hops, &s->seq_hops_cap, s->nseqs + 1, sizeof(*s->seq_hops));
-        s->seq_apis[s->nseqs] = info->name;
-        s->seqs[s->nseqs] = c->seq;
-        s->seq_roles[s->nseqs] = info->null_role ? GM_NONE : info->role_id;
-        s->seq_memory[s->nseqs] = is_memory_role(info->role);
-        s->seq_stacks[s->nseqs] = c->stack_id;
-        s->seq_hops[s->nseqs] = hops;
-        s->nseqs++;
+    if (s->nseqs == 0 || c->seq > s->seq_calls[s->nseqs - 1].seq) {
+        s->seq_calls = xgrow(s->seq_calls, &s->seqs_cap, s->nseqs + 1, sizeof(*s->seq_calls));
+        s->seq_calls[s->nseqs++] = (struct seq_call){
+            .seq = c->seq,
+            .stack = c->stack_id,
+            .role = info->null_role ? GM_NONE : info->role_id,
+            .api = info->name,
+            .memory = is_memory_role(info->role),
+            .hops = hops,
+        };
     }
 
     p->calls++;
