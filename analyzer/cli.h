@@ -116,6 +116,21 @@ enum cli_report_option_code {
     "  --host LIST                   only the processes of these hosts: node1,node2\n"             \
     "  --gpu UUID|INDEX              only this GPU: a uuid prefix, or its index\n"
 #define CLI_HELP_HELP "  -h, --help                    show this help\n"
+/* The budget's inputs, as the reports that replay a budget besides `cutrace
+ * budget` (diff, report) list them; budget.c says more of each. */
+#define CLI_BUDGET_INPUTS_HELP                                                                     \
+    "  --cell-size BYTES             KV bytes per token (default 70272)\n"                         \
+    "  --burst-min BYTES             smallest weight burst (default 1 GiB)\n"                      \
+    "  --cuda-graph-estimate BYTES   vLLM: subtract this for CUDA graphs\n"                        \
+    "  --server-version X.Y.Z        the server's release: chooses its code path\n"                \
+    "  --page-size N                 SGLang: tokens per KV page\n"                                 \
+    "  --max-total-tokens N          SGLang: cap on the pool\n"                                    \
+    "  --num-layers N                the model's layers (SGLang) or KV layers (vLLM)\n"            \
+    "  --draft-num-layers D          SGLang: the draft model's layers\n"                           \
+    "  --multimodal                  SGLang: the model is multimodal\n"                            \
+    "  --block-size N                vLLM: tokens per KV block\n"                                  \
+    "  --block-bytes BYTES           vLLM: one layer's bytes per block\n"                          \
+    "  --max-model-len N             vLLM: for its one-request check\n"
 /* What a report's DIR... operands may be (cli_report_operands). */
 #define CLI_PATHS_HELP                                                                             \
     "DIR... is one run: directories of traces, trace files or packed runs\n"                       \
