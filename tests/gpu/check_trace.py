@@ -50,7 +50,8 @@ sqlite3 CLI and no package beyond the standard library.
     check_trace.py reports CUTRACE DIR OTHER_DIR
                                               summary, timeline, collectives, sites, budget
                                               (--framework vllm), diff OTHER_DIR DIR and export
-                                              (when `cutrace --help` lists it) exit with a
+                                              and report (each when `cutrace --help` lists it;
+                                              both with -o into a scratch directory) exit with a
                                               status docs/cli.md calls success and print
                                               something; no trace file of either directory
                                               changes, and nothing is added but the names
@@ -76,9 +77,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 
 MIB = 1 << 20
@@ -764,8 +767,13 @@ def check_reports(cutrace, directory, other):
     runs = [("summary", [directory]), ("timeline", [directory]), ("collectives", [directory]),
             ("sites", [directory]), ("budget", ["--framework", "vllm", "--json", directory]),
             ("diff", [other, directory])]
-    if "export" in commands:
-        runs.append(("export", [directory]))
+    # The pictures write a file (-o), outside both runs: what they print is not the point.
+    scratch = tempfile.mkdtemp(prefix="check-reports-")
+    written = {}
+    for command, name in (("export", "trace.pftrace"), ("report", "report.html")):
+        if command in commands:
+            written[command] = os.path.join(scratch, name)
+            runs.append((command, [directory, "-o", written[command]]))
     before = file_hashes([directory, other])
     results, problems = [], []
     for command, args in runs:
@@ -786,11 +794,16 @@ def check_reports(cutrace, directory, other):
             err = run.stderr.strip().splitlines()
             problems.append(f"{command} exited {run.returncode}" + (f": {err[-1][:120]}" if err
                                                                    else ""))
+        elif command in written:
+            if not os.path.isfile(written[command]) or os.path.getsize(written[command]) == 0:
+                problems.append(f"{command} wrote nothing to {written[command]}")
         elif not run.stdout.strip():
             problems.append(f"{command} printed nothing")
         results.append(status)
-    if "export" not in commands:
-        results.append("export: not in this build")
+    shutil.rmtree(scratch, ignore_errors=True)
+    for command in ("export", "report"):
+        if command not in commands:
+            results.append(f"{command}: not in this build")
     after = file_hashes([directory, other])
     changed, named = [], 0
     for path in sorted(set(before) | set(after)):

@@ -682,6 +682,9 @@ class ReportsTests(Case):
                 db.execute("DELETE FROM calls WHERE seq = 1")
             db.commit()
             db.close()
+    if "-o" in args and not os.environ.get("FAKE_NO_FILE"):
+        with open(args[args.index("-o") + 1], "w") as f:
+            f.write(f"{command} picture")
     print(f"{command} report")
     sys.exit(status.get(command, 0))
     """
@@ -717,6 +720,11 @@ class ReportsTests(Case):
     def test_budget_nothing_to_replay_is_documented(self):
         self.reports({"FAKE_BUDGET": "none", "FAKE_MORE": "export"}, 0,
                      "budget 1 (documented: no rank to analyse), diff 0, export 0")
+
+    def test_pictures_write_their_file_outside_the_runs(self):
+        self.reports({"FAKE_MORE": "export report"}, 0, "diff 0, export 0, report 0")
+        self.reports({"FAKE_MORE": "export report", "FAKE_NO_FILE": "1"}, 1,
+                     "export wrote nothing to ")
 
     def test_a_report_fails(self):
         self.reports({"FAKE_STATUS": json.dumps({"budget": 1})}, 1, "budget exited 1")
