@@ -67,33 +67,46 @@ static bool is_creation_temp(const char *name)
  * created in or moved into the watched directory; returns when it was seen
  * (mono_ns), or 0 on timeout. Events of other names are consumed.
  */
+/*
+ * Events read but not looked at yet: one read can hold several files'
+ * events (a fast creation makes the .db.tmp and the .ring within one), and
+ * the next wait must still see those after the one it returned on.
+ */
+static struct {
+    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t len, off;
+    uint64_t seen; /* when they were read */
+} pending;
+
 static uint64_t wait_for_file(int inotify_fd, const char *suffix, int timeout_ms)
 {
     uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000u;
-    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
+        while (pending.off < pending.len) {
+            const struct inotify_event *e =
+                (const struct inotify_event *)(pending.buf + pending.off);
+            pending.off += (ssize_t)(sizeof *e + e->len);
+            if (e->len && has_suffix(e->name, suffix))
+                return pending.seen;
+        }
         uint64_t now = mono_ns();
         if (now >= deadline)
             return 0;
         struct pollfd p = {inotify_fd, POLLIN, 0};
         if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
             continue;
-        ssize_t n = read(inotify_fd, buf, sizeof buf);
-        uint64_t seen = mono_ns();
-        for (ssize_t off = 0; n > 0 && off < n;) {
-            const struct inotify_event *e = (const struct inotify_event *)(buf + off);
-            if (e->len && has_suffix(e->name, suffix))
-                return seen;
-            off += (ssize_t)(sizeof *e + e->len);
-        }
+        ssize_t n = read(inotify_fd, pending.buf, sizeof pending.buf);
+        pending.len = n > 0 ? n : 0;
+        pending.off = 0;
+        pending.seen = mono_ns();
     }
 }
 
 static void drain(int inotify_fd)
 {
-    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
-    while (read(inotify_fd, buf, sizeof buf) > 0) {
+    while (read(inotify_fd, pending.buf, sizeof pending.buf) > 0) {
     }
+    pending.len = pending.off = 0;
 }
 
 /* What creation left in the directory: the files a clean run never leaves. */
