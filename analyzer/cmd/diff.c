@@ -29,6 +29,7 @@
 #include "analysis/diff_report.h"
 #include "analysis/report.h"
 #include "out/html.h"
+#include "out/outfile.h"
 #include "out/units.h"
 
 #include <assert.h>
@@ -176,7 +177,7 @@ int cmd_diff(int argc, char **argv)
     int status = diff_run_all(&d, &o);
     if (status == 0) {
         if (html) {
-            if (html_write_file(html, write_html, &d) != 0)
+            if (out_write_file(html, write_html, &d) != 0)
                 status = CLI_EXIT_BAD_INPUT;
         } else if (rep.format == CLI_FORMAT_JSON)
             diff_print_json(&d, stdout);

@@ -16,6 +16,7 @@
 #include "model/traceset.h"
 #include "out/export_json.h"
 #include "out/export_proto.h"
+#include "out/outfile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -62,49 +63,36 @@ static bool is_a_trace(const struct trace_set *set, const char *out)
     return false;
 }
 
-static int write_export(const struct gm_model *m, struct trace_set *set, const char *out, bool json)
+struct export_job {
+    const struct gm_model *m;
+    struct trace_set *set;
+    bool json;
+};
+
+/* out_write_file's writer: -1 when a trace could not be read (its line is printed). */
+static int write_export_to(FILE *f, void *arg)
 {
-    /* A hidden name beside out, as `cutrace pack` writes: .NAME.tmp-PID. */
-    const char *slash = strrchr(out, '/');
-    int dirlen = slash ? (int)(slash - out + 1) : 0;
-    char *tmp = xasprintf("%.*s.%s.tmp-%ld", dirlen, out, slash ? slash + 1 : out, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        cli_error(out, "cannot write: %s", strerror(errno));
-        free(tmp);
-        return CLI_EXIT_BAD_INPUT;
-    }
+    const struct export_job *job = arg;
     struct ex_sink sink;
     int rc, closed;
-    if (json) {
+    if (job->json) {
         struct ex_json *j = ex_json_open(f, &sink);
-        rc = export_run(m, set, &sink);
+        rc = export_run(job->m, job->set, &sink);
         closed = ex_json_close(j);
     } else {
         struct ex_proto *p = ex_proto_open(f, &sink);
-        rc = export_run(m, set, &sink);
+        rc = export_run(job->m, job->set, &sink);
         closed = ex_proto_close(p);
     }
-    int saved = errno;
-    if (fclose(f) != 0 && closed == 0) {
-        closed = -1;
-        saved = errno;
-    }
-    if (rc == 0 && closed == 0 && rename(tmp, out) != 0) {
-        closed = -1;
-        saved = errno;
-    }
-    int status = CLI_EXIT_OK;
-    if (rc == EXPORT_READ_FAILED) {
-        status = CLI_EXIT_BAD_INPUT; /* the trace's own line is printed */
-    } else if (rc != 0 || closed != 0) {
-        cli_error(out, "cannot write: %s", saved ? strerror(saved) : "write error");
-        status = CLI_EXIT_BAD_INPUT;
-    }
-    if (status != CLI_EXIT_OK)
-        unlink(tmp);
-    free(tmp);
-    return status;
+    if (rc == EXPORT_READ_FAILED)
+        return -1;
+    return rc != 0 || closed != 0 ? 1 : 0;
+}
+
+static int write_export(const struct gm_model *m, struct trace_set *set, const char *out, bool json)
+{
+    struct export_job job = {m, set, json};
+    return out_write_file(out, write_export_to, &job) == 0 ? CLI_EXIT_OK : CLI_EXIT_BAD_INPUT;
 }
 
 int cmd_export(int argc, char **argv)

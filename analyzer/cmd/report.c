@@ -11,7 +11,7 @@
  * other section reads). The budget is replayed when --framework is given or
  * the traces show the server (budget_detect.h), exactly as `cutrace budget`
  * replays it, so the page's numbers are that report's. The page is written
- * to FILE.tmp and renamed (html_write_file), so a failed write leaves no
+ * under a hidden name and renamed (out_write_file), so a failed write leaves no
  * half page; the traces are only read.
  */
 #include "cli.h"
@@ -23,6 +23,7 @@
 #include "model/gpumodel.h"
 #include "model/traceset.h"
 #include "out/html.h"
+#include "out/outfile.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -257,8 +258,8 @@ int cmd_report(int argc, char **argv)
         if (budget(&o, &coll.model, &b, &no_budget) != 0)
             status = CLI_EXIT_BAD_INPUT;
         else
-            status = html_write_file(o.output, write_cb,
-                                     &(struct page){set.path, &coll.model, &b, no_budget, &coll})
+            status = out_write_file(o.output, write_cb,
+                                    &(struct page){set.path, &coll.model, &b, no_budget, &coll})
                          ? CLI_EXIT_BAD_INPUT
                          : CLI_EXIT_OK;
         free(no_budget);

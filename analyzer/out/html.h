@@ -30,14 +30,6 @@ void html_elem(FILE *out, const char *tag, const char *cls, const char *text);
 void html_page_begin(FILE *out, const char *title);
 int html_page_end(FILE *out);
 
-/*
- * Writes a page to path through path.tmp, renamed when complete, so a failed
- * write never leaves half a page where a reader expects one. write returns
- * 0, -1 after saying why on stderr, or another value for a failed write
- * (said here). Returns 0, or -1 after the one-line error. A path that is
- * a symbolic link or not a regular file (/dev/stdout, a pipe) is written in
- * place, through the link: a rename would replace the link itself.
- */
-int html_write_file(const char *path, int (*write)(FILE *out, void *ctx), void *ctx);
+/* A page is written with out_write_file (out/outfile.h): whole or not at all. */
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -422,6 +423,38 @@ START_TEST(test_export_bad_input_leaves_nothing)
 }
 END_TEST
 
+START_TEST(test_export_through_a_link_or_to_stdout)
+{
+    char *dir = scratch_dir(), *outdir = scratch_dir();
+    scenario_normal(dir);
+    /* A symbolic link is written through, never replaced by a rename. */
+    char *target = path_in(outdir, "target.pftrace"), *link = path_in(outdir, "link.pftrace");
+    write_file(target, "old", 3);
+    ck_assert_int_eq(symlink(target, link), 0);
+    const char *to_link[] = {"export", dir, "-o", link, NULL};
+    struct proc_result r = run_cutrace(to_link, NULL);
+    ck_assert_msg(r.status == 0, "export -o LINK: %d\n%s", r.status, r.err);
+    proc_result_free(&r);
+    struct stat st;
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_uint_gt(file_size(target), 3);
+    char *outs = names_in(outdir);
+    ck_assert_str_eq(outs, " . .. link.pftrace target.pftrace"); /* no temporary left */
+    free(outs);
+    /* Not a regular file (/dev/stdout): written in place, nothing renamed onto it. */
+    const char *to_stdout[] = {"export", dir, "-o", "/dev/stdout", "--format", "json", NULL};
+    r = run_cutrace(to_stdout, NULL);
+    ck_assert_msg(r.status == 0, "export -o /dev/stdout: %d\n%s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"traceEvents\""));
+    proc_result_free(&r);
+    free(target);
+    free(link);
+    scratch_remove(outdir);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *export_suite(void); /* test_main.c runs it */
 Suite *export_suite(void)
 {
@@ -436,6 +469,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);
+    tcase_add_test(tc, test_export_through_a_link_or_to_stdout);
     suite_add_tcase(s, tc);
     return s;
 }
