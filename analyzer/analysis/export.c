@@ -37,6 +37,7 @@ struct comm_group {
 struct walk {
     const struct gm_model *m;
     struct trace_set *set;
+    const struct gm_filter *f; /* what is drawn */
     const struct ex_sink *s;
     int status;
     uint64_t next_uuid;
@@ -158,7 +159,11 @@ static void declare_processes(struct walk *w)
         int64_t same = 0;
         for (size_t k = 0; k < i; k++)
             same += m->procs[k].pid == p->pid;
+        /* Counted over every process, so that a pid is shown the same
+         * whether or not a filter leaves its twin out. */
         w->pid_shift[i] = same * PID_SPAN;
+        if (!gm_filter_proc(w->f, (uint32_t)i))
+            continue;
         char name[96];
         gm_process_name(name, sizeof(name), p);
         char *label = xasprintf("%s on %s", name, p->host[0] ? p->host : "unknown host");
@@ -251,6 +256,8 @@ static int read_flows(struct walk *w)
     size_t nrows = 0, cap = 0;
     int rc = 0;
     for (uint32_t i = 0; i < w->m->nprocs && rc == 0; i++) {
+        if (!gm_filter_proc(w->f, i))
+            continue; /* a flow needs both its ends drawn */
         struct trace *t = trace_of(w, i);
         sqlite3_stmt *st = trace_query(t, "SELECT seq, api, handle_hex, result FROM ipc", "");
         if (!st) {
@@ -904,6 +911,7 @@ static void gpu_stream(struct walk *w, uint32_t gi)
 
     struct gpu_report g = {.gpu = gi};
     timeline_build_gpu(m, &g);
+    timeline_keep_listed(&g, w->f);
     size_t next_row = 0;
     int64_t shown[GM_CATEGORIES];
     bool first = true;
@@ -934,14 +942,17 @@ static void gpu_stream(struct walk *w, uint32_t gi)
     free(g.rows);
 }
 
-int export_run(const struct gm_model *m, struct trace_set *set, const struct ex_sink *sink)
+int export_run(const struct gm_model *m, struct trace_set *set, const struct gm_filter *f,
+               const struct ex_sink *sink)
 {
-    struct walk w = {.m = m, .set = set, .s = sink};
+    struct walk w = {.m = m, .set = set, .f = f, .s = sink};
     w.proc_uuid = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*w.proc_uuid));
     w.pid_shift = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*w.pid_shift));
     declare_processes(&w);
     read_flows(&w);
     for (uint32_t i = 0; ok(&w) && i < m->nprocs; i++) {
+        if (!gm_filter_proc(f, i))
+            continue;
         process_calls(&w, i);
         if (ok(&w))
             process_instants(&w, i);
@@ -951,7 +962,8 @@ int export_run(const struct gm_model *m, struct trace_set *set, const struct ex_
             process_nvtx(&w, i);
     }
     for (uint32_t g = 0; ok(&w) && g < m->ngpus; g++)
-        gpu_stream(&w, g);
+        if (gm_filter_gpu(f, g))
+            gpu_stream(&w, g);
     for (size_t i = 0; i < w.ngroups; i++)
         free(w.groups[i].hash);
     free(w.groups);

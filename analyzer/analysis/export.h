@@ -28,6 +28,10 @@
  * one before. On one thread, a call that outlasts the call it started in
  * is cut at its parent's end, so slices nest as Perfetto requires.
  *
+ * A filter (model/filter.h) chooses what is drawn: the processes it passes
+ * (their tracks, collectives and NVTX ranges, and the flows between two of
+ * them) and the GPUs it passes, whose counters stay their whole memory.
+ *
  * Two processes with the same pid (two hosts, or a pid reused) would be
  * merged by the viewers: the second one's pid and tids are shown plus
  * 2^22 (above any Linux pid), the third's plus 2 * 2^22, ...; the names
@@ -37,6 +41,7 @@
 #define CUTRACE_ANALYZER_EXPORT_H
 
 #include "analysis/export_sink.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
 #include "model/traceset.h"
 
@@ -44,7 +49,8 @@
 #define EXPORT_WRITE_FAILED (-1) /* the sink could not write */
 #define EXPORT_READ_FAILED  (-2) /* a trace could not be read (its one-line error printed) */
 
-/* Walks run m (loaded from set) into sink. 0, or one of the above. */
-int export_run(const struct gm_model *m, struct trace_set *set, const struct ex_sink *sink);
+/* Walks what f passes of run m (loaded from set) into sink. 0, or one of the above. */
+int export_run(const struct gm_model *m, struct trace_set *set, const struct gm_filter *f,
+               const struct ex_sink *sink);
 
 #endif

@@ -18,9 +18,11 @@
 #define CUTRACE_ANALYZER_REPORT_H
 
 #include "analysis/budget_analysis.h"
+#include "analysis/coll_listing.h"
 #include "analysis/coll_report.h"
 #include "analysis/diff_analysis.h"
 #include "analysis/timeline.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
 
 #include <stdio.h>
@@ -34,16 +36,20 @@
 void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_report *g,
                          const char *id);
 
-/* Every job of an analysed budget: verdict, the per-rank waterfall, table. */
-void report_budget(FILE *out, const struct budget_analysis *r);
+/* Every job of an analysed budget that has a rank f passes (every job
+ * without a filter): verdict, table, and the waterfall of each rank f
+ * passes. The analysis itself is over every rank, as `cutrace budget`'s. */
+void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f);
 
-/* The GPU memory live at each listed GPU's peak, by call stack, as an
- * icicle flame graph (outermost frame on top). -1 after the one-line error
- * of a trace whose stacks cannot be read. */
-int report_flame(FILE *out, const struct gm_model *m, const uint32_t *gpus, size_t ngpus);
+/* The GPU memory live at each GPU f passes at that GPU's peak, by call
+ * stack, as an icicle flame graph (outermost frame on top): the
+ * allocations of the processes f passes (as `cutrace sites` counts them).
+ * -1 after the one-line error of a trace whose stacks cannot be read. */
+int report_flame(FILE *out, const struct gm_model *m, const struct gm_filter *f);
 
-/* The communicators with their calls per op; problems highlighted. */
-void report_collectives(FILE *out, const struct coll_report *r);
+/* The communicators ls lists with their calls per op, and the problems it
+ * lists; problems highlighted. */
+void report_collectives(FILE *out, const struct coll_listing *ls);
 
 /* A diff: per GPU pair, both runs' traced bytes on one axis of aligned
  * milestones, and the difference tables (milestones, allocations). */

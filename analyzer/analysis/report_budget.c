@@ -266,7 +266,17 @@ static void job_summary(FILE *out, const struct budget_analysis *r, size_t i,
         html_elem(out, "p", NULL, g->conclusion);
 }
 
-void report_budget(FILE *out, const struct budget_analysis *r)
+/* A job is listed when a rank of it passes, or, unfiltered, always
+ * (`cutrace budget`'s rule: a job with no rank traced is listed too). */
+static bool job_listed(const struct budget_job *g, const struct gm_filter *f)
+{
+    for (size_t k = 0; k < g->nranks; k++)
+        if (gm_filter_proc(f, g->ranks[k].proc))
+            return true;
+    return !f->gpus_filtered;
+}
+
+void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f)
 {
     fputs("<p class=\"note\">", out);
     html_textf(out, "%s, replayed as %s (%s)", r->o->framework == BUDGET_SGLANG ? "SGLang" : "vLLM",
@@ -275,6 +285,8 @@ void report_budget(FILE *out, const struct budget_analysis *r)
     fputs("</p>\n", out);
     for (size_t i = 0; i < r->ngroups; i++) {
         const struct budget_job *g = &r->groups[i];
+        if (!job_listed(g, f))
+            continue;
         fputs("<h3>", out);
         if (g->has_hash)
             html_textf(out, "job %zu: communicator %016" PRIx64 ", %zu ranks traced", i + 1,
@@ -285,7 +297,8 @@ void report_budget(FILE *out, const struct budget_analysis *r)
         if (g->analysed > 0)
             job_summary(out, r, i, g);
         for (size_t k = 0; k < g->nranks; k++)
-            rank_section(out, r, i, k, &g->ranks[k]);
+            if (gm_filter_proc(f, g->ranks[k].proc))
+                rank_section(out, r, i, k, &g->ranks[k]);
     }
     for (size_t i = 0; i < r->nnotes; i++)
         html_elem(out, "p", "note", r->notes[i]);

@@ -141,25 +141,29 @@ static bool live_gpu_alloc(const struct gm_process *p, const struct gm_alloc *a,
     return p->events[a->event].pos <= pos && pos < gm_alloc_end_pos(p, a);
 }
 
-int report_flame(FILE *out, const struct gm_model *m, const uint32_t *gpus, size_t ngpus)
+int report_flame(FILE *out, const struct gm_model *m, const struct gm_filter *f)
 {
     struct symbolizer *sym = symbolizer_new();
     struct stack_set *sets = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*sets));
     bool *loaded = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*loaded));
     int status = 0;
     struct moment_spec peak = {.kind = MOMENT_PEAK, .text = "peak"};
-    for (size_t i = 0; i < ngpus && status == 0; i++) {
-        uint32_t gpu = gpus[i];
+    for (uint32_t gpu = 0; gpu < m->ngpus && status == 0; gpu++) {
+        if (!gm_filter_gpu(f, gpu))
+            continue;
         struct moment at;
         if (!moment_find(m, gpu, &peak, &at) || !at.found)
             continue;
         char rootname[96], b[UNITS_BUF];
-        snprintf(rootname, sizeof(rootname), "GPU %" PRIu32 " at its peak, %s", gpu,
-                 report_size(b, sizeof(b), at.traced));
+        snprintf(rootname, sizeof(rootname), "GPU %" PRIu32 " at its peak, %s%s", gpu,
+                 report_size(b, sizeof(b), at.traced),
+                 f->procs_filtered ? ": the listed processes' part" : "");
         struct node root = {.name = xstrdup(rootname)};
         const struct gm_gpu *g = &m->gpus[gpu];
         for (size_t k = 0; k < g->nprocs && status == 0; k++) {
             uint32_t proc = g->procs[k];
+            if (!gm_filter_proc(f, proc))
+                continue;
             const struct gm_process *p = &m->procs[proc];
             for (size_t a = 0; a < p->nallocs; a++) {
                 const struct gm_alloc *al = &p->allocs[a];

@@ -319,3 +319,12 @@ void timeline_build_gpu(const struct gm_model *m, struct gpu_report *g)
             if (g->rows[i].live[c] > g->peak[c])
                 g->peak[c] = g->rows[i].live[c];
 }
+
+void timeline_keep_listed(struct gpu_report *g, const struct gm_filter *f)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < g->nrows; i++)
+        if (gm_filter_proc(f, g->rows[i].proc))
+            g->rows[kept++] = g->rows[i];
+    g->nrows = kept;
+}

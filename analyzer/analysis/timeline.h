@@ -8,6 +8,7 @@
 #ifndef CUTRACE_ANALYZER_TIMELINE_H
 #define CUTRACE_ANALYZER_TIMELINE_H
 
+#include "model/filter.h"
 #include "model/gpumodel.h"
 #include "model/milestones.h"
 
@@ -37,6 +38,10 @@ struct gpu_report {
 
 /* Fills g->rows for GPU g->gpu (g zeroed but for gpu), sorted by position. */
 void timeline_build_gpu(const struct gm_model *m, struct gpu_report *g);
+/* Keeps the rows of the processes f passes (the pictures' milestones, as
+ * `cutrace timeline` lists them); the live bytes in each row and g->peak
+ * stay the whole GPU's. */
+void timeline_keep_listed(struct gpu_report *g, const struct gm_filter *f);
 
 /* The model event a row stands at. */
 const struct gm_event *timeline_row_event(const struct gm_model *m, const struct row *r);

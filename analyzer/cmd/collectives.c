@@ -13,6 +13,7 @@
  * of its peers, listed or not.
  */
 #include "analysis/coll_inflight.h"
+#include "analysis/coll_listing.h"
 #include "analysis/collectives.h"
 #include "cli.h"
 #include "model/clocks.h"
@@ -64,70 +65,8 @@ static const char *const csv_tables[] = {"communicators", "members",  "ops",
                                          "pairs",         "problems", NULL};
 enum csv_table { CSV_COMMUNICATORS, CSV_MEMBERS, CSV_OPS, CSV_PAIRS, CSV_PROBLEMS };
 
-/* ---- what the filters list ---- */
-
-/* The members of the processes that pass the filters (and, with --gpu, on
- * that GPU where the member's GPU is known), the communicators with a
- * member listed, the processes that pass. Without filters, everything. */
-struct listing {
-    const struct coll_report *r;
-    bool filtered;
-    bool *proc, *member, *group;
-    size_t problems; /* the problems the report lists: what --fail-on-problem counts */
-    struct coll_inflight inflight; /* the listed processes' calls that never returned */
-};
-
-static bool dir_problem_listed(const struct listing *ls, const struct coll_problem *p)
-{
-    if (!ls->filtered || p->nranks == 0)
-        return true;
-    for (size_t k = 0; k < p->nranks; k++)
-        for (size_t i = 0; i < ls->r->nprocs; i++)
-            if (ls->proc[i] && p->ranks[k].has_pid && ls->r->procs[i].has_pid &&
-                ls->r->procs[i].pid == p->ranks[k].pid)
-                return true;
-    return false;
-}
-
-static void listing_init(struct listing *ls, const struct coll_report *r, const struct gm_filter *f)
-{
-    ls->r = r;
-    ls->filtered = f->gpus_filtered; /* set by any filter */
-    ls->proc = xcalloc(r->nprocs ? r->nprocs : 1, sizeof(*ls->proc));
-    ls->member = xcalloc(r->nmembers ? r->nmembers : 1, sizeof(*ls->member));
-    ls->group = xcalloc(r->ngroups ? r->ngroups : 1, sizeof(*ls->group));
-    const char *uuid = f->gpu >= 0 ? r->model.gpus[f->gpu].uuid : NULL;
-    for (size_t i = 0; i < r->nprocs; i++)
-        ls->proc[i] = gm_filter_proc(f, r->procs[i].model_proc);
-    for (size_t i = 0; i < r->nmembers; i++) {
-        const struct coll_member *m = &r->members[i];
-        /* A process on two GPUs (ncclCommInitAll) lists only its ranks on this one. */
-        ls->member[i] = ls->proc[m->proc] && (!uuid || !m->uuid || strcmp(m->uuid, uuid) == 0);
-    }
-    ls->problems = 0;
-    for (size_t gi = 0; gi < r->ngroups; gi++) {
-        const struct coll_group *g = &r->groups[gi];
-        for (size_t k = 0; k < g->nmembers; k++)
-            ls->group[gi] = ls->group[gi] || ls->member[g->members[k]];
-        if (ls->group[gi])
-            ls->problems += g->nproblems;
-    }
-    for (size_t i = 0; i < r->nproblems; i++)
-        ls->problems += dir_problem_listed(ls, &r->problems[i]);
-    assert(ls->filtered || ls->problems == r->total_problems);
-    coll_inflight_build(&ls->inflight, r, f);
-}
-
-static void listing_free(struct listing *ls)
-{
-    free(ls->proc);
-    free(ls->member);
-    free(ls->group);
-    coll_inflight_free(&ls->inflight);
-}
-
 /* A rank of g that a listed member holds. */
-static bool rank_listed(const struct listing *ls, const struct coll_group *g, int64_t rank)
+static bool rank_listed(const struct coll_listing *ls, const struct coll_group *g, int64_t rank)
 {
     for (size_t k = 0; k < g->nmembers; k++) {
         const struct nccl_comm *c = ls->r->members[g->members[k]].comm;
@@ -138,7 +77,7 @@ static bool rank_listed(const struct listing *ls, const struct coll_group *g, in
 }
 
 /* A pair with a listed rank on either side. */
-static bool pair_listed(const struct listing *ls, const struct coll_group *g,
+static bool pair_listed(const struct coll_listing *ls, const struct coll_group *g,
                         const struct coll_pair *p)
 {
     return rank_listed(ls, g, p->from) || rank_listed(ls, g, p->to);
@@ -146,7 +85,7 @@ static bool pair_listed(const struct listing *ls, const struct coll_group *g,
 
 /* ---- text rendering ---- */
 
-static void print_members(const struct listing *ls, const struct coll_group *g)
+static void print_members(const struct coll_listing *ls, const struct coll_group *g)
 {
     const struct coll_report *r = ls->r;
     static const struct table_column columns[] = {
@@ -245,7 +184,7 @@ static void print_op(const struct coll_group *g, const struct coll_op *op)
     table_free(tab);
 }
 
-static void print_pairs(const struct listing *ls, const struct coll_group *g)
+static void print_pairs(const struct coll_listing *ls, const struct coll_group *g)
 {
     static const struct table_column columns[] = {
         {"point-to-point", TABLE_RIGHT, 0}, {"sends", TABLE_RIGHT, 0},
@@ -289,7 +228,7 @@ static void print_problems(const struct coll_problem *list, size_t count, size_t
         text_print_wrapped(stdout, list[i].message, indent);
 }
 
-static void print_group(const struct listing *ls, const struct coll_group *g)
+static void print_group(const struct coll_listing *ls, const struct coll_group *g)
 {
     char line[512];
     putchar('\n');
@@ -326,7 +265,7 @@ static void print_group(const struct listing *ls, const struct coll_group *g)
     }
 }
 
-static void print_text(const struct listing *ls)
+static void print_text(const struct coll_listing *ls)
 {
     const struct coll_report *r = ls->r;
     char version[32], suffix[160];
@@ -361,11 +300,11 @@ static void print_text(const struct listing *ls)
                r->total_problems);
     bool any_listed = false;
     for (size_t i = 0; i < r->nproblems; i++)
-        any_listed = any_listed || dir_problem_listed(ls, &r->problems[i]);
+        any_listed = any_listed || coll_listing_run_problem(ls, &r->problems[i]);
     if (any_listed) {
         putchar('\n');
         for (size_t i = 0; i < r->nproblems; i++)
-            if (dir_problem_listed(ls, &r->problems[i]))
+            if (coll_listing_run_problem(ls, &r->problems[i]))
                 print_problems(&r->problems[i], 1, 2);
     }
     coll_inflight_print(&ls->inflight, r);
@@ -389,12 +328,12 @@ static void print_text(const struct listing *ls)
 
 /* A group's problems, or with ls the directory's ones listed. */
 static void json_problems(struct json_writer *w, const struct coll_problem *list, size_t count,
-                          const struct listing *ls)
+                          const struct coll_listing *ls)
 {
     json_array_begin(w);
     for (size_t i = 0; i < count; i++) {
         const struct coll_problem *p = &list[i];
-        if (ls && !dir_problem_listed(ls, p))
+        if (ls && !coll_listing_run_problem(ls, p))
             continue;
         json_object_begin(w);
         json_kv_string(w, "kind", coll_problem_keys[p->kind]);
@@ -460,8 +399,8 @@ static void json_rank_ref(struct json_writer *w, const struct coll_report *r,
     json_kv_int(w, "comm_id", m->comm->comm_id);
 }
 
-static void json_op(struct json_writer *w, const struct listing *ls, const struct coll_group *g,
-                    const struct coll_op *op)
+static void json_op(struct json_writer *w, const struct coll_listing *ls,
+                    const struct coll_group *g, const struct coll_op *op)
 {
     const struct coll_report *r = ls->r;
     char label[UNITS_BUF];
@@ -537,7 +476,8 @@ static void json_op(struct json_writer *w, const struct listing *ls, const struc
     json_object_end(w);
 }
 
-static void json_group(struct json_writer *w, const struct listing *ls, const struct coll_group *g)
+static void json_group(struct json_writer *w, const struct coll_listing *ls,
+                       const struct coll_group *g)
 {
     const struct coll_report *r = ls->r;
     json_object_begin(w);
@@ -603,7 +543,7 @@ static void json_group(struct json_writer *w, const struct listing *ls, const st
     json_object_end(w);
 }
 
-static void print_json(const struct listing *ls)
+static void print_json(const struct coll_listing *ls)
 {
     const struct coll_report *r = ls->r;
     struct json_writer w;
@@ -669,7 +609,7 @@ static void print_json(const struct listing *ls)
 /* ---- CSV rendering ---- */
 
 /* One row per communicator listed. */
-static void csv_communicators(const struct listing *ls, struct csv_writer *w)
+static void csv_communicators(const struct coll_listing *ls, struct csv_writer *w)
 {
     static const char *const head[] = {
         "unique_id_hash", "nranks",           "ranks_traced",
@@ -697,7 +637,7 @@ static void csv_communicators(const struct listing *ls, struct csv_writer *w)
 }
 
 /* One row per rank listed of each communicator. */
-static void csv_members(const struct listing *ls, struct csv_writer *w)
+static void csv_members(const struct coll_listing *ls, struct csv_writer *w)
 {
     static const char *const head[] = {
         "unique_id_hash", "rank",        "nranks",           "pid",
@@ -737,7 +677,7 @@ static void csv_members(const struct listing *ls, struct csv_writer *w)
 
 /* One row per op, datatype and size of each communicator listed: all its
  * ranks together, as in the text. */
-static void csv_ops(const struct listing *ls, struct csv_writer *w)
+static void csv_ops(const struct coll_listing *ls, struct csv_writer *w)
 {
     static const char *const head[] = {"unique_id_hash",
                                        "op",
@@ -795,7 +735,7 @@ static void csv_ops(const struct listing *ls, struct csv_writer *w)
 }
 
 /* One row per point-to-point pair with a rank listed. */
-static void csv_pairs(const struct listing *ls, struct csv_writer *w)
+static void csv_pairs(const struct coll_listing *ls, struct csv_writer *w)
 {
     static const char *const head[] = {"unique_id_hash", "from_rank", "to_rank",    "sends",
                                        "send_bytes",     "recvs",     "recv_bytes", "matched"};
@@ -844,14 +784,14 @@ static void csv_problem(struct csv_writer *w, const char *hash, const struct col
 
 /* Every problem listed: the directory's (no communicator), then each
  * communicator's. */
-static void csv_problems(const struct listing *ls, struct csv_writer *w)
+static void csv_problems(const struct coll_listing *ls, struct csv_writer *w)
 {
     static const char *const head[] = {"unique_id_hash", "kind",  "op",
                                        "expected",       "ranks", "message"};
     csv_begin(w, stdout, head, sizeof(head) / sizeof(head[0]));
     const struct coll_report *r = ls->r;
     for (size_t i = 0; i < r->nproblems; i++)
-        if (dir_problem_listed(ls, &r->problems[i]))
+        if (coll_listing_run_problem(ls, &r->problems[i]))
             csv_problem(w, NULL, &r->problems[i]);
     for (size_t gi = 0; gi < r->ngroups; gi++)
         for (size_t i = 0; ls->group[gi] && i < r->groups[gi].nproblems; i++)
@@ -859,7 +799,7 @@ static void csv_problems(const struct listing *ls, struct csv_writer *w)
 }
 
 /* The writers of csv_tables, in its order. */
-static void (*const csv_writers[])(const struct listing *, struct csv_writer *) = {
+static void (*const csv_writers[])(const struct coll_listing *, struct csv_writer *) = {
     [CSV_COMMUNICATORS] = csv_communicators,
     [CSV_MEMBERS] = csv_members,
     [CSV_OPS] = csv_ops,
@@ -867,7 +807,7 @@ static void (*const csv_writers[])(const struct listing *, struct csv_writer *) 
     [CSV_PROBLEMS] = csv_problems,
 };
 
-static void print_csv(const struct listing *ls, size_t table)
+static void print_csv(const struct coll_listing *ls, size_t table)
 {
     assert(table < sizeof(csv_writers) / sizeof(csv_writers[0]) && csv_tables[table]);
     struct csv_writer w;
@@ -895,8 +835,8 @@ int cmd_collectives(int argc, char **argv)
         struct gm_filter f;
         status = gm_filter_init(&f, &report.model, &o, "collectives");
         if (status == CLI_EXIT_OK) {
-            struct listing ls;
-            listing_init(&ls, &report, &f);
+            struct coll_listing ls;
+            coll_listing_init(&ls, &report, &f);
             if (o.format == CLI_FORMAT_JSON)
                 print_json(&ls);
             else if (o.format == CLI_FORMAT_CSV)
@@ -906,7 +846,7 @@ int cmd_collectives(int argc, char **argv)
             /* A call that never returned is a problem too: the run hung or died in it. */
             if (o.fail_on_problem && (ls.problems > 0 || coll_inflight_any(&ls.inflight)))
                 status = CLI_EXIT_PROBLEM;
-            listing_free(&ls);
+            coll_listing_free(&ls);
             if (fflush(stdout) != 0 || ferror(stdout)) {
                 cli_error(NULL, "cannot write the report to standard output");
                 status = CLI_EXIT_BAD_INPUT;

@@ -7,6 +7,11 @@
  * The sections are analysis/report.h's; this file is the options, the
  * analyses they draw and the page's order.
  *
+ * The reports' --rank, --pid, --host and --gpu (model/filter.h) choose
+ * what the page lists: the processes, the GPUs' charts and flame graphs,
+ * the budget's ranks, the communicators; what belongs to a GPU or a job as
+ * a whole (its memory, its verdict) stays computed over everything.
+ *
  * The run is loaded once (the collectives' build loads the model every
  * other section reads). The budget is replayed when --framework is given or
  * the traces show the server (budget_detect.h), exactly as `cutrace budget`
@@ -17,9 +22,11 @@
 #include "cli.h"
 #include "analysis/budget_analysis.h"
 #include "analysis/budget_detect.h"
+#include "analysis/coll_listing.h"
 #include "analysis/collectives.h"
 #include "analysis/report.h"
 #include "analysis/timeline.h"
+#include "model/filter.h"
 #include "model/gpumodel.h"
 #include "model/traceset.h"
 #include "out/html.h"
@@ -46,14 +53,17 @@ static const char usage[] =
     "                                the one the traces show; none: no budget)\n"
     "  --mem-fraction-static F       SGLang's F (else the command line's)\n"
     "  --gpu-memory-utilization U    vLLM's U (else the command line's, else "
-    "0.9)\n" CLI_BUDGET_INPUTS_HELP CLI_HELP_HELP "\n"
-    "The budget options are `cutrace budget`'s.\n"
+    "0.9)\n" CLI_BUDGET_INPUTS_HELP CLI_FILTER_HELP CLI_HELP_HELP "\n"
+    "The budget options are `cutrace budget`'s. The filters choose what the page\n"
+    "lists: processes, GPUs (their charts and flame graphs, of the listed\n"
+    "processes' allocations), the budget's ranks and the communicators; a GPU's\n"
+    "memory and a job's verdict stay computed over every process.\n"
     "\n"
     "exit status:\n"
     "  0  the page was written\n"
     "  1  bad input: a trace that cannot be used, a budget that cannot be\n"
     "     replayed as asked, or FILE cannot be written\n"
-    "  2  usage error: a wrong option or argument\n";
+    "  2  usage error: a wrong option or argument, a filter that matches nothing\n";
 
 struct report_options {
     const char *output;
@@ -65,9 +75,8 @@ struct report_options {
 static int parse_options(int argc, char **argv, struct report_options *o)
 {
     static const struct option options[] = {
-        BUDGET_LONG_OPTIONS,
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
+        BUDGET_LONG_OPTIONS, {"output", required_argument, NULL, 'o'},
+        CLI_FILTER_OPTIONS,  {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = argv[0];
@@ -76,6 +85,8 @@ static int parse_options(int argc, char **argv, struct report_options *o)
     o->output = NULL;
     int c;
     while ((c = cli_getopt(argc, argv, "ho:", options, usage)) != -1) {
+        if (cli_report_option(&o->rep, c, optarg))
+            continue;
         int taken = budget_option(cmd, c, optarg, &o->budget, &o->st);
         if (taken > 1)
             return taken;
@@ -97,6 +108,8 @@ static int parse_options(int argc, char **argv, struct report_options *o)
         return finished;
     if (!o->output || !o->output[0])
         return cli_usage_error(cmd, "-o FILE is required: where to write the page");
+    if (cli_report_finish(&o->rep, cmd, NULL) != CLI_PARSED)
+        return CLI_EXIT_USAGE;
     if (cli_report_operands(&o->rep, argc, argv, optind) != CLI_PARSED)
         return CLI_EXIT_USAGE;
     return CLI_PARSED;
@@ -104,12 +117,14 @@ static int parse_options(int argc, char **argv, struct report_options *o)
 
 /* ---- sections ---- */
 
-static void processes(FILE *out, const struct gm_model *m)
+static void processes(FILE *out, const struct gm_model *m, const struct gm_filter *f)
 {
     fputs("<table class=\"procs\"><tr><th>host</th><th class=\"n\">pid</th>"
           "<th class=\"n\">rank</th><th>ended</th><th>command line</th></tr>\n",
           out);
     for (size_t i = 0; i < m->nprocs; i++) {
+        if (!gm_filter_proc(f, (uint32_t)i))
+            continue;
         const struct gm_process *p = &m->procs[i];
         const char *ended = p->exited ? "exited" : p->end_state ? p->end_state : "unknown";
         fputs("<tr><td>", out);
@@ -126,12 +141,15 @@ static void processes(FILE *out, const struct gm_model *m)
     fputs("</table>\n", out);
 }
 
-static void memory(FILE *out, const struct gm_model *m)
+static void memory(FILE *out, const struct gm_model *m, const struct gm_filter *f)
 {
     for (size_t i = 0; i < m->ngpus; i++) {
+        if (!gm_filter_gpu(f, (uint32_t)i))
+            continue;
         const struct gm_gpu *g = &m->gpus[i];
         struct gpu_report gr = {.gpu = (uint32_t)i};
         timeline_build_gpu(m, &gr);
+        timeline_keep_listed(&gr, f);
         fputs("<h3>", out);
         html_textf(out, "GPU %zu: %s%s%s", i, g->key, g->name[0] ? ", " : "", g->name);
         fputs("</h3>\n", out);
@@ -193,7 +211,8 @@ static void notes(FILE *out, const struct gm_model *m)
 
 static int write_page(FILE *out, const char *path, struct gm_model *m,
                       const struct budget_analysis *b, const char *no_budget,
-                      const struct coll_report *coll)
+                      const struct coll_listing *coll, const struct gm_filter *f,
+                      const char *filters)
 {
     char *title = xasprintf("cutrace report: %s", path);
     html_page_begin(out, title);
@@ -202,21 +221,19 @@ static int write_page(FILE *out, const char *path, struct gm_model *m,
     fputs("</h1>\n", out);
     free(title);
     html_textf(out, "cutrace %s, %zu processes, %zu GPUs.", CUTRACE_VERSION, m->nprocs, m->ngpus);
+    if (filters[0])
+        html_textf(out, " Listed (%s): %zu processes, %zu GPUs.", filters, f->nprocs, f->ngpus);
     fputs("\n<h2>Processes</h2>\n", out);
-    processes(out, m);
+    processes(out, m, f);
     fputs("<h2>Memory over time</h2>\n", out);
-    memory(out, m);
+    memory(out, m, f);
     fputs("<h2>Budget</h2>\n", out);
     if (no_budget)
         html_elem(out, "p", "note", no_budget);
     else
-        report_budget(out, b);
+        report_budget(out, b, f);
     fputs("<h2>Call sites at each GPU's peak</h2>\n", out);
-    uint32_t *gpus = xcalloc(m->ngpus ? m->ngpus : 1, sizeof(*gpus));
-    for (size_t i = 0; i < m->ngpus; i++)
-        gpus[i] = (uint32_t)i;
-    int status = report_flame(out, m, gpus, m->ngpus);
-    free(gpus);
+    int status = report_flame(out, m, f);
     fputs("<h2>Collectives</h2>\n", out);
     report_collectives(out, coll);
     notes(out, m);
@@ -230,13 +247,15 @@ struct page {
     struct gm_model *m;
     const struct budget_analysis *b;
     const char *no_budget;
-    const struct coll_report *coll;
+    const struct coll_listing *coll;
+    const struct gm_filter *f;
+    const char *filters; /* as given, "" without */
 };
 
 static int write_cb(FILE *out, void *ctx)
 {
     struct page *p = ctx;
-    return write_page(out, p->path, p->m, p->b, p->no_budget, p->coll);
+    return write_page(out, p->path, p->m, p->b, p->no_budget, p->coll, p->f, p->filters);
 }
 
 int cmd_report(int argc, char **argv)
@@ -251,20 +270,32 @@ int cmd_report(int argc, char **argv)
     struct coll_report coll;
     int status = CLI_EXIT_OK;
     if (coll_build(&coll, &set, set.path) != 0) {
-        status = CLI_EXIT_BAD_INPUT;
-    } else {
+        coll_free(&coll);
+        trace_set_close(&set);
+        return CLI_EXIT_BAD_INPUT;
+    }
+    struct gm_filter f;
+    status = gm_filter_init(&f, &coll.model, &o.rep, argv[0]);
+    if (status == CLI_EXIT_OK) {
+        struct coll_listing listing;
+        coll_listing_init(&listing, &coll, &f);
+        char filters[256];
+        gm_filter_given(filters, sizeof(filters), &o.rep);
         struct budget_analysis b;
         char *no_budget = NULL;
         if (budget(&o, &coll.model, &b, &no_budget) != 0)
             status = CLI_EXIT_BAD_INPUT;
         else
             status = out_write_file(o.output, write_cb,
-                                    &(struct page){set.path, &coll.model, &b, no_budget, &coll})
+                                    &(struct page){set.path, &coll.model, &b, no_budget, &listing,
+                                                   &f, filters})
                          ? CLI_EXIT_BAD_INPUT
                          : CLI_EXIT_OK;
         free(no_budget);
         budget_analysis_free(&b);
+        coll_listing_free(&listing);
     }
+    gm_filter_free(&f);
     coll_free(&coll);
     trace_set_close(&set);
     return status;

@@ -30,6 +30,41 @@ static bool used_gpu(const struct gm_process *p, uint32_t gpu)
     return false;
 }
 
+/* Up to 8 of m's pids (or its hosts, each once) after text ("; " between
+ * parts): "pids 1000, 1001, ..." or "hosts node1, node2". Frees text. */
+static char *append_list(char *text, const struct gm_model *m, bool hosts)
+{
+    enum { SHOWN = 8 };
+    char *next = xasprintf("%s%s%s", text, text[0] ? "; " : "", hosts ? "hosts" : "pids");
+    free(text);
+    text = next;
+    size_t shown = 0;
+    bool more = false;
+    for (size_t i = 0; i < m->nprocs && !more; i++) {
+        const struct gm_process *p = &m->procs[i];
+        bool seen = false;
+        for (size_t k = 0; hosts && k < i && !seen; k++)
+            seen = strcmp(m->procs[k].host, p->host) == 0;
+        if (seen)
+            continue;
+        if (shown == SHOWN) {
+            more = true;
+            break;
+        }
+        next = hosts ? xasprintf("%s%s %s", text, shown ? "," : "", p->host)
+                     : xasprintf("%s%s %" PRId64, text, shown ? "," : "", p->pid);
+        free(text);
+        text = next;
+        shown++;
+    }
+    if (more) {
+        next = xasprintf("%s, ...", text);
+        free(text);
+        text = next;
+    }
+    return text;
+}
+
 char *gm_filter_what_there_is(const struct gm_model *m, const struct cli_report_opts *o)
 {
     char *text = xstrdup("");
@@ -46,24 +81,9 @@ char *gm_filter_what_there_is(const struct gm_model *m, const struct cli_report_
         free(text);
         text = next;
     }
-    if (o->pid || o->host) {
-        const char *what = o->pid ? "pids" : "hosts";
-        char *next = xasprintf("%s%s%s", text, text[0] ? "; " : "", what);
-        free(text);
-        text = next;
-        for (size_t i = 0; i < m->nprocs && i < 8; i++) {
-            const struct gm_process *p = &m->procs[i];
-            next = o->pid ? xasprintf("%s%s %" PRId64, text, i ? "," : "", p->pid)
-                          : xasprintf("%s%s %s", text, i ? "," : "", p->host);
-            free(text);
-            text = next;
-        }
-        if (m->nprocs > 8) {
-            next = xasprintf("%s, ...", text);
-            free(text);
-            text = next;
-        }
-    }
+    /* One list: the pids when --pid is given (they name one process each). */
+    if (o->pid || o->host)
+        text = append_list(text, m, !o->pid);
     return text;
 }
 

@@ -375,7 +375,7 @@ START_TEST(test_filters)
     const char *no_pid[] = {"sites", "--pid", "77", dir, NULL};
     assert_usage(no_pid, "--pid 77: no process of these traces matches (pids 1000,");
     const char *no_host[] = {"budget", "--framework", "sglang", "--host", "node9", dir, NULL};
-    assert_usage(no_host, "--host node9: no process of these traces matches (hosts node1,");
+    assert_usage(no_host, "--host node9: no process of these traces matches (hosts node1, node2)");
     /* Bad lists: refused before any trace is read. */
     const char *bad[] = {"timeline", "--rank", "1-", "/nonexistent", NULL};
     assert_usage(bad, "--rank 1-: expected numbers and ranges like 0,2,4-7");

@@ -346,6 +346,87 @@ START_TEST(test_export_nvtx_ranges)
 END_TEST
 
 /* The decoder is no test that cannot fail: each file below breaks one rule. */
+/* The reports' filters choose what is drawn (export.h): the processes that
+ * pass, with their collectives, and the GPUs they used. */
+START_TEST(test_export_filters)
+{
+    char *dir = scratch_dir(), *hosts = scratch_dir(), *outdir = scratch_dir();
+    rank_trace(dir, 0, 3, false);
+    rank_trace(dir, 1, 2, true);
+    char *out = path_in(outdir, "f.json");
+    const char *rank1[] = {"export", "--rank", "1", dir, "-o", out, "--format", "json", NULL};
+    struct proc_result r = run_cutrace(rank1, NULL);
+    ck_assert_msg(r.status == 0, "export --rank 1: exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    /* Rank 1: its init and 2 all-reduces on its thread, the 2 on its
+     * communicator track, its end; nothing of rank 0 (pid 3000). */
+    ck_assert_int_eq(decode(out, "json",
+                            "--expect thread_slices=3 --expect other_slices=2 "
+                            "--expect 'instants>=2'"),
+                     0);
+    char *text = read_all(out);
+    assert_contains(text, "\"name\":\"rank 1, pid 3001 (comm_id ");
+    ck_assert_ptr_null(strstr(text, "pid 3000"));
+    ck_assert_ptr_null(strstr(text, "\"pid\":3000,"));
+    free(text);
+    /* --gpu: that GPU's group (nine counters) and the one process that used
+     * it, of four ranks on six GPUs. */
+    char *ranks = scratch_dir();
+    scenario_nccl(ranks, NCCL_SCENARIO_DEFAULT); /* ranks 0-3, pids 1000-1003 */
+    char *pf = path_in(outdir, "g.pftrace");
+    const char *gpu2[] = {"export", "--gpu", "GPU-00000002", ranks, "-o", pf, NULL};
+    r = run_cutrace(gpu2, NULL);
+    ck_assert_msg(r.status == 0, "export --gpu: exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    ck_assert_int_eq(decode(pf, "proto", "--expect process_tracks=1 --expect counter_tracks=9"), 0);
+    const char *every[] = {"export", ranks, "-o", pf, NULL};
+    r = run_cutrace(every, NULL);
+    ck_assert_int_eq(r.status, 0);
+    proc_result_free(&r);
+    ck_assert_int_eq(decode(pf, "proto", "--expect process_tracks=4 --expect counter_tracks=54"),
+                     0);
+    scratch_remove(ranks);
+    /* --host: one of three processes with one pid, still shown 2^22 above
+     * the first (its shift is counted over every process). */
+    host_trace(hosts, "node1", 3);
+    host_trace(hosts, "node2", 2);
+    host_trace(hosts, "node3", 0);
+    const char *node2[] = {"export", "--host", "node2", hosts, "-o", out, "--format", "json", NULL};
+    r = run_cutrace(node2, NULL);
+    ck_assert_msg(r.status == 0, "export --host: exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    ck_assert_int_eq(decode(out, "json", "--expect thread_slices=2"), 0);
+    text = read_all(out);
+    assert_contains(text, "\"pid\":4198546,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                          "\"args\":{\"name\":\"pid 4242 on node2\"}");
+    ck_assert_ptr_null(strstr(text, "on node1"));
+    ck_assert_ptr_null(strstr(text, "on node3"));
+    free(text);
+    /* Nothing matches: the usage error, and no file. */
+    char *none = path_in(outdir, "none.pftrace");
+    const char *nomatch[] = {"export", "--pid", "77", dir, "-o", none, NULL};
+    r = run_cutrace(nomatch, NULL);
+    ck_assert_msg(r.status == 2, "exit %d: %s", r.status, r.err);
+    ck_assert_uint_eq(count_lines(r.err), 1);
+    assert_contains(r.err, "cutrace export: --pid 77: no process of these traces matches "
+                           "(pids 3000, 3001)");
+    proc_result_free(&r);
+    ck_assert_int_ne(access(none, F_OK), 0);
+    const char *badlist[] = {"export", "--rank", "x", dir, "-o", none, NULL};
+    r = run_cutrace(badlist, NULL);
+    ck_assert_int_eq(r.status, 2);
+    assert_contains(r.err, "--rank x: expected numbers and ranges like 0,2,4-7");
+    proc_result_free(&r);
+    ck_assert_int_ne(access(none, F_OK), 0);
+    free(none);
+    free(pf);
+    free(out);
+    scratch_remove(outdir);
+    scratch_remove(hosts);
+    scratch_remove(dir);
+}
+END_TEST
+
 START_TEST(test_decoder_finds_broken_files)
 {
     char *dir = scratch_dir(), *outdir = scratch_dir();
@@ -466,6 +547,7 @@ Suite *export_suite(void)
     tcase_add_test(tc, test_export_collectives_and_a_killed_rank);
     tcase_add_test(tc, test_export_same_pid_on_three_hosts);
     tcase_add_test(tc, test_export_nvtx_ranges);
+    tcase_add_test(tc, test_export_filters);
     tcase_add_test(tc, test_decoder_finds_broken_files);
     tcase_add_test(tc, test_export_usage_errors);
     tcase_add_test(tc, test_export_bad_input_leaves_nothing);

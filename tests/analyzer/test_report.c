@@ -433,6 +433,79 @@ START_TEST(test_report_errors)
 }
 END_TEST
 
+/* The reports' filters choose what the page lists (model/filter.h). */
+START_TEST(test_report_filters)
+{
+    char *dir = scratch_dir();
+    char *traces = join(dir, "ranks");
+    ck_assert_int_eq(mkdir(traces, 0755), 0);
+    scenario_nccl(traces, NCCL_SCENARIO_DEFAULT); /* ranks 0-3, pids 1000-1003, node1: 0-1 */
+    char *all_path = join(dir, "all.html"), *some_path = join(dir, "some.html");
+    const char *all_args[] = {"report", traces, "-o", all_path, NULL};
+    struct proc_result r = run_cutrace(all_args, NULL);
+    ck_assert_msg(r.status == 0, "report: exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    const char *some_args[] = {"report", "--host", "node2", traces, "-o", some_path, NULL};
+    r = run_cutrace(some_args, NULL);
+    ck_assert_msg(r.status == 0, "report --host: exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, "");
+    proc_result_free(&r);
+    char *all = read_all(all_path), *some = read_all(some_path);
+    assert_safe_page(some);
+    /* Processes: four rows, then the two of node2. */
+    ck_assert_uint_eq(count(all, "<tr><td>node"), 4);
+    ck_assert_uint_eq(count(some, "<tr><td>node"), 2);
+    ck_assert_uint_eq(count(some, "<tr><td>node2</td>"), 2);
+    assert_contains(some, "Listed (--host node2): 2 processes, 3 GPUs.");
+    ck_assert_ptr_null(strstr(all, "Listed ("));
+    /* Their GPUs' charts only (a heading each, in the memory section): of
+     * the six (each host's device 0 before its uuid is known is one too),
+     * node2's three. */
+    ck_assert_uint_eq(count(all, "<h3>GPU "), 6);
+    ck_assert_uint_eq(count(some, "<h3>GPU "), 3);
+    ck_assert_ptr_null(strstr(some, "<h3>GPU 0:"));
+    ck_assert_ptr_null(strstr(some, "<h3>GPU 2: node1"));
+    assert_contains(some, "<h3>GPU 5: node2/device 0");
+    /* The communicators of node2's ranks: all of them but node1's own. */
+    assert_contains(some, "; listed: the ");
+    ck_assert_uint_lt(count(some, "<td class=\"mono\" rowspan"),
+                      count(all, "<td class=\"mono\" rowspan"));
+    free(all);
+    free(some);
+
+    /* A GPU shared by two processes: its flame graph holds only the listed
+     * one's allocations; the GPU's total stays the whole GPU's. */
+    char *shared = join(dir, "shared");
+    ck_assert_int_eq(mkdir(shared, 0755), 0);
+    free(scenario_shared_gpu_first(shared, 0));
+    free(scenario_shared_gpu_second(shared));
+    const char *one_args[] = {"report", "--pid", "200", shared, "-o", some_path, NULL};
+    r = run_cutrace(one_args, NULL);
+    ck_assert_msg(r.status == 0, "report --pid: exit %d: %s", r.status, r.err);
+    proc_result_free(&r);
+    some = read_all(some_path);
+    assert_contains(some, "at its peak, 3.00 GiB: the listed processes&#39; part");
+    assert_contains(some, "2.00 GiB (100.0%)");
+    ck_assert_ptr_null(strstr(some, "1.00 GiB ("));
+    free(some);
+
+    /* Nothing matches: a usage error, no page. */
+    char *none_path = join(dir, "none.html");
+    const char *none_args[] = {"report", "--rank", "9", traces, "-o", none_path, NULL};
+    r = run_cutrace(none_args, NULL);
+    assert_usage_line(&r, "cutrace report: --rank 9: no process of these traces matches "
+                          "(ranks 0 to 3)");
+    proc_result_free(&r);
+    ck_assert_int_ne(access(none_path, F_OK), 0);
+    free(none_path);
+    free(shared);
+    free(all_path);
+    free(some_path);
+    free(traces);
+    scratch_remove(dir);
+}
+END_TEST
+
 Suite *report_suite(void); /* registered in test_main.c */
 Suite *report_suite(void)
 {
@@ -444,6 +517,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, test_report_nvtx_bands);
     tcase_add_test(tc, test_diff_html);
     tcase_add_test(tc, test_report_errors);
+    tcase_add_test(tc, test_report_filters);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,7 +13,8 @@ hovering a strip shows that range; and, with --budget, every number carrying a d
 that path of `cutrace budget --json` and is shown as that value.
 
   check_page.py --dom DOM --log CHROMIUM_STDERR --name NAME
-                [--budget BUDGET_JSON --min-numbers N] [--charts N] [--nvtx N]
+                [--budget BUDGET_JSON --min-numbers N] [--charts N] [--max-charts N]
+                [--nvtx N]
 
 Exit 0 when the page passes, 1 with one line per problem otherwise.
 """
@@ -125,6 +126,7 @@ def main():
     ap.add_argument("--budget")
     ap.add_argument("--min-numbers", type=int, default=1)
     ap.add_argument("--charts", type=int, default=1)
+    ap.add_argument("--max-charts", type=int)
     ap.add_argument("--nvtx", type=int)
     a = ap.parse_args()
     problems = []
@@ -142,6 +144,8 @@ def main():
     charts = [c for c in probe["charts"] if "chart" in c["cls"].split() or c["cls"] == "waterfall"]
     if len(charts) < a.charts:
         problems.append(f"{len(charts)} charts, expected at least {a.charts}")
+    if a.max_charts is not None and len(charts) > a.max_charts:
+        problems.append(f"{len(charts)} charts, expected at most {a.max_charts}")
     for c in charts:
         if c["width"] <= 0 or c["height"] <= 0:
             problems.append(f"chart {c['id']}: not laid out ({c['width']}x{c['height']})")

@@ -79,6 +79,13 @@ for run in baseline custom-ar; do
     check_page "$out/report-$run.html" "report-$run" --charts 16 \
         --budget "$out/budget-$run.json" --min-numbers 52 --nvtx 0
 done
+# The filters: ranks 0 and 3 only, two memory charts, flame graphs and
+# waterfalls of eight, every number still the unfiltered `cutrace budget
+# --json`'s.
+"$cutrace" report "$build/demo/custom-ar" --framework sglang --rank 0,3 \
+    -o "$out/report-ranks03.html"
+check_page "$out/report-ranks03.html" report-ranks03 --charts 6 --max-charts 6 \
+    --budget "$out/budget-custom-ar.json" --min-numbers 16 --nvtx 0
 # NVTX ranges (tests/progs/nvtx_app, recorded by libcutrace.so as NVTX's
 # injection library): one band and strip per range of the nvtx view that is
 # not NCCL's own, laid out, hovering naming it.

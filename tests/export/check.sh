@@ -24,6 +24,7 @@ for f in "$cutrace" "$genrun" "$build/progs/nvtx_app"; do
 done
 rm -rf "$out"
 mkdir -p "$out"
+export_args=() # options check() gives `cutrace export` before the run
 
 # The demo's runs, made here unless `make demo` left them.
 if [[ ! -d $build/demo/baseline || ! -d $build/demo/custom-ar ]]; then
@@ -55,12 +56,16 @@ check() {
     local name=$1 dir=$2
     shift 2
     local calls expects=()
-    calls=$(calls_of "$dir")
-    expects=(--expect "thread_slices=$calls")
+    # A thread_slices= of the caller's (a filtered export) replaces the run's calls.
+    if [[ " $* " != *" thread_slices="* ]]; then
+        calls=$(calls_of "$dir")
+        expects=(--expect "thread_slices=$calls")
+    fi
     for e in "$@"; do expects+=(--expect "$e"); done
     for format in proto json; do
         local file="$out/$name.$format"
-        if ! "$cutrace" export "$dir" -o "$file" --format "$format" 2>"$out/$name.$format.err"; then
+        if ! "$cutrace" export "${export_args[@]}" "$dir" -o "$file" --format "$format" \
+            2>"$out/$name.$format.err"; then
             echo "export-check: cutrace export $dir --format $format failed:" >&2
             cat "$out/$name.$format.err" >&2
             failures=$((failures + 1))
@@ -104,6 +109,15 @@ same_under_asan() {
 # each opened by the 7 others: 112 flows.
 check demo-baseline "$build/demo/baseline" process_tracks=8 counter_tracks=72 flows=0 'instants>=8'
 check demo-custom-ar "$build/demo/custom-ar" process_tracks=8 counter_tracks=72 flows=112 'instants>=8'
+# The reports' filters: ranks 0 and 1 are two processes on two GPUs, with
+# the 4 flows between them (each opens the other's 2 buffers).
+# (A process's rank is its rank in its largest communicator.)
+calls01=$(count_of "$build/demo/custom-ar" "SELECT CASE WHEN (SELECT rank FROM communicators
+    ORDER BY nranks DESC LIMIT 1) IN (0, 1) THEN (SELECT count(*) FROM calls) ELSE 0 END")
+export_args=(--rank "0,1")
+check demo-custom-ar-ranks01 "$build/demo/custom-ar" "thread_slices=$calls01" process_tracks=2 \
+    counter_tracks=18 flows=4
+export_args=()
 same_under_asan demo-baseline "$build/demo/baseline"
 same_under_asan demo-custom-ar "$build/demo/custom-ar"
 # Real NVTX ranges: tests/progs/nvtx_app (and its 4 threads' nested ranges)
