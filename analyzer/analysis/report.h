@@ -36,10 +36,13 @@
 void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_report *g,
                          const char *id);
 
-/* Every job of an analysed budget that has a rank f passes (every job
- * without a filter): verdict, table, and the waterfall of each rank f
- * passes. The analysis itself is over every rank, as `cutrace budget`'s. */
-void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f);
+/* Every job of an analysed budget that has a rank f passes (f NULL: every
+ * job and rank): verdict, table, and the waterfall of each rank f passes.
+ * The analysis itself is over every rank, as `cutrace budget`'s. side
+ * names the run on a page of two ("A", "B"; NULL for one): its numbers'
+ * data-keys become "A.jobs.0...." and its charts' ids its own. */
+void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f,
+                   const char *side);
 
 /* The GPU memory live at each GPU f passes at that GPU's peak, by call
  * stack, as an icicle flame graph (outermost frame on top): the

@@ -20,6 +20,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,8 +169,22 @@ static void waterfall(FILE *out, const char *id, const struct step *st, size_t n
     svg_end(out);
 }
 
-static void rank_section(FILE *out, const struct budget_analysis *r, size_t job, size_t k,
-                         const struct budget_rank *rk)
+/* The data-key of a number of side (report_budget): "A." before the
+ * budget --json path on a page of two runs. */
+static void side_key(char *key, size_t size, const char *side, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void side_key(char *key, size_t size, const char *side, const char *fmt, ...)
+{
+    int n = side ? snprintf(key, size, "%s.", side) : 0;
+    assert(n >= 0 && (size_t)n < size);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(key + n, size - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static void rank_section(FILE *out, const struct budget_analysis *r, const char *side, size_t job,
+                         size_t k, const struct budget_rank *rk)
 {
     const struct gm_process *p = &r->m->procs[rk->proc];
     char who[64];
@@ -186,7 +201,7 @@ static void rank_section(FILE *out, const struct budget_analysis *r, size_t job,
     struct step st[MAX_STEPS];
     size_t n = r->o->framework == BUDGET_SGLANG ? sglang_steps(r, rk, st) : vllm_steps(rk, st);
     char id[64];
-    snprintf(id, sizeof(id), "budget-%zu-%zu", job, k);
+    snprintf(id, sizeof(id), "budget-%s%s%zu-%zu", side ? side : "", side ? "-" : "", job, k);
     waterfall(out, id, st, n);
     fputs("<table class=\"steps\"><tr><th>step</th><th class=\"n\">GiB</th></tr>\n", out);
     for (size_t i = 0; i < n; i++) {
@@ -195,7 +210,7 @@ static void rank_section(FILE *out, const struct budget_analysis *r, size_t job,
         fputs("</td>", out);
         char key[128];
         if (st[i].key)
-            snprintf(key, sizeof(key), "jobs.%zu.ranks.%zu.%s", job, k, st[i].key);
+            side_key(key, sizeof(key), side, "jobs.%zu.ranks.%zu.%s", job, k, st[i].key);
         number_cell(out, st[i].key ? key : NULL, st[i].unit, st[i].bytes,
                     st[i].unit == UNIT_BYTES && st[i].key != NULL);
         fputs("</tr>\n", out);
@@ -215,9 +230,10 @@ static void rank_section(FILE *out, const struct budget_analysis *r, size_t job,
         html_text(out, budget_part_when(d->part));
         fputs("</td>", out);
         char key[128];
-        snprintf(key, sizeof(key), "jobs.%zu.ranks.%zu.decomposition.%zu.bytes", job, k, i);
+        side_key(key, sizeof(key), side, "jobs.%zu.ranks.%zu.decomposition.%zu.bytes", job, k, i);
         number_cell(out, key, UNIT_BYTES, (double)d->bytes, true);
-        snprintf(key, sizeof(key), "jobs.%zu.ranks.%zu.decomposition.%zu.cost_gib", job, k, i);
+        side_key(key, sizeof(key), side, "jobs.%zu.ranks.%zu.decomposition.%zu.cost_gib", job, k,
+                 i);
         number_cell(out, key, UNIT_GIB, d->cost_gib, false);
         fputs("</tr>\n", out);
         free(label);
@@ -225,7 +241,7 @@ static void rank_section(FILE *out, const struct budget_analysis *r, size_t job,
     fputs("</table>\n", out);
 }
 
-static void job_summary(FILE *out, const struct budget_analysis *r, size_t i,
+static void job_summary(FILE *out, const struct budget_analysis *r, const char *side, size_t i,
                         const struct budget_job *g)
 {
     char key[96];
@@ -242,20 +258,20 @@ static void job_summary(FILE *out, const struct budget_analysis *r, size_t i,
     fputs("<th class=\"n\">tokens</th></tr>\n<tr>", out);
     if (sglang) {
         fprintf(out, "<td class=\"n\">%g</td>", r->o->fraction);
-        snprintf(key, sizeof(key), "jobs.%zu.pre_gib", i);
+        side_key(key, sizeof(key), side, "jobs.%zu.pre_gib", i);
         number_cell(out, key, UNIT_GIB, g->pre_gib, false);
-        snprintf(key, sizeof(key), "jobs.%zu.post_gib", i);
+        side_key(key, sizeof(key), side, "jobs.%zu.post_gib", i);
         number_cell(out, key, UNIT_GIB, g->post_gib, false);
-        snprintf(key, sizeof(key), "jobs.%zu.rest_gib", i);
+        side_key(key, sizeof(key), side, "jobs.%zu.rest_gib", i);
         number_cell(out, key, UNIT_GIB, g->rest, false);
-        snprintf(key, sizeof(key), "jobs.%zu.tokens", i);
+        side_key(key, sizeof(key), side, "jobs.%zu.tokens", i);
         count_cell(out, key, g->tokens);
     } else {
         fprintf(out, "<td class=\"n\">%g</td>", r->o->util);
-        snprintf(key, sizeof(key), "jobs.%zu.available_kv_bytes", i);
+        side_key(key, sizeof(key), side, "jobs.%zu.available_kv_bytes", i);
         number_cell(out, key, UNIT_BYTES, (double)g->available, true);
         if (g->fits) {
-            snprintf(key, sizeof(key), "jobs.%zu.tokens", i);
+            side_key(key, sizeof(key), side, "jobs.%zu.tokens", i);
             count_cell(out, key, g->tokens);
         } else {
             fputs("<td class=\"n\">-</td>", out);
@@ -270,13 +286,16 @@ static void job_summary(FILE *out, const struct budget_analysis *r, size_t i,
  * (`cutrace budget`'s rule: a job with no rank traced is listed too). */
 static bool job_listed(const struct budget_job *g, const struct gm_filter *f)
 {
+    if (!f)
+        return true;
     for (size_t k = 0; k < g->nranks; k++)
         if (gm_filter_proc(f, g->ranks[k].proc))
             return true;
     return !f->gpus_filtered;
 }
 
-void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f)
+void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_filter *f,
+                   const char *side)
 {
     fputs("<p class=\"note\">", out);
     html_textf(out, "%s, replayed as %s (%s)", r->o->framework == BUDGET_SGLANG ? "SGLang" : "vLLM",
@@ -295,10 +314,10 @@ void report_budget(FILE *out, const struct budget_analysis *r, const struct gm_f
             html_textf(out, "job %zu: %zu ranks traced", i + 1, g->nranks);
         fputs("</h3>\n", out);
         if (g->analysed > 0)
-            job_summary(out, r, i, g);
+            job_summary(out, r, side, i, g);
         for (size_t k = 0; k < g->nranks; k++)
-            if (gm_filter_proc(f, g->ranks[k].proc))
-                rank_section(out, r, i, k, &g->ranks[k]);
+            if (!f || gm_filter_proc(f, g->ranks[k].proc))
+                rank_section(out, r, side, i, k, &g->ranks[k]);
     }
     for (size_t i = 0; i < r->nnotes; i++)
         html_elem(out, "p", "note", r->notes[i]);

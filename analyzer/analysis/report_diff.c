@@ -4,7 +4,9 @@
  * analysis/diff_analysis.h: a milestone of A, of B or of both, in the
  * order the alignment found), so the phases line up whatever their
  * durations; the steps that diverge past --threshold shaded; then the
- * milestones table of each pair and the allocation groups that differ.
+ * milestones table of each pair and the allocation groups that differ;
+ * with --framework, the two runs' budgets side by side (report_budget's
+ * waterfalls, their numbers keyed "A.jobs..." and "B.jobs...").
  */
 #include "analysis/report.h"
 
@@ -215,6 +217,19 @@ void report_diff(FILE *out, const struct diff *d)
     }
     fputs("<h2>Allocation groups that differ</h2>\n", out);
     allocations(out, d);
+    if (d->o->budget) {
+        fputs("<h2>The budgets, side by side</h2>\n<div class=\"sides\">\n", out);
+        static const char *const names[2] = {"A", "B"};
+        for (int side = 0; side < 2; side++) {
+            fputs("<div class=\"side\"><h3>", out);
+            html_textf(out, "%s (%s): %s", names[side], side == DIFF_A ? "baseline" : "other",
+                       d->run[side].path);
+            fputs("</h3>\n", out);
+            report_budget(out, &d->run[side].budget, NULL, names[side]);
+            fputs("</div>\n", out);
+        }
+        fputs("</div>\n", out);
+    }
     for (size_t i = 0; i < d->nnotes; i++)
         html_elem(out, "p", "note", d->notes[i]);
 }

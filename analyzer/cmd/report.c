@@ -231,7 +231,7 @@ static int write_page(FILE *out, const char *path, struct gm_model *m,
     if (no_budget)
         html_elem(out, "p", "note", no_budget);
     else
-        report_budget(out, b, f);
+        report_budget(out, b, f, NULL);
     fputs("<h2>Call sites at each GPU's peak</h2>\n", out);
     int status = report_flame(out, m, f);
     fputs("<h2>Collectives</h2>\n", out);

@@ -148,7 +148,9 @@ static const char style[] =
     "stroke-width:2}\n"
     "svg .up{fill:#e15759}svg .down{fill:#59a14f}svg .level{fill:#4e79a7}\n"
     "svg .neg{fill:#b00020}svg .flame{stroke:#fff;stroke-width:.5}\n"
-    ".readout{font-family:monospace;white-space:pre;min-height:1.4em;color:#333}\n";
+    ".readout{font-family:monospace;white-space:pre;min-height:1.4em;color:#333}\n"
+    ".sides{display:flex;gap:1.5em;align-items:flex-start}.side{flex:1 1 0;min-width:0}\n"
+    ".side svg{max-width:100%;height:auto}\n";
 
 /* Shows the values of the chart column under the pointer (its data-v) in
  * the chart's readout line; the <title> of each column says the same where

@@ -600,17 +600,24 @@ START_TEST(test_custom_allreduce_named_exactly)
 }
 END_TEST
 
-/* The budget delta is the difference of what `cutrace budget` says of each. */
-START_TEST(test_budget_delta_matches_budget_reports)
+/* A 4-rank run in a, and in b the same with a custom all-reduce whose
+ * exported buffer is 96 MiB + 5120 bytes. */
+static void write_custom_ar_pair(const char *a, const char *b)
 {
-    char *root = scratch_dir();
-    char *a = subdir(root, "a"), *b = subdir(root, "b");
     struct rank_spec spec = {.nranks = 4, .run = 'a'};
     write_run(a, spec, 4, false);
     spec.run = 'b';
     spec.custom_ar = true;
     spec.ar_size = 96 * MiB + 5120;
     write_run(b, spec, 4, false);
+}
+
+/* The budget delta is the difference of what `cutrace budget` says of each. */
+START_TEST(test_budget_delta_matches_budget_reports)
+{
+    char *root = scratch_dir();
+    char *a = subdir(root, "a"), *b = subdir(root, "b");
+    write_custom_ar_pair(a, b);
 
     const char *opts[] = {"--framework", "sglang", "--mem-fraction-static", "0.5", NULL};
     char *json = diff_json(opts, a, b);
@@ -650,6 +657,65 @@ START_TEST(test_budget_delta_matches_budget_reports)
                         "+96.0 MiB -48.0 MiB\n");
     free(sq);
     free(text);
+    free(a);
+    free(b);
+    scratch_remove(root);
+}
+END_TEST
+
+/* The number a page shows under data-key `key` (its exact data-value). */
+static double page_value(const char *page, const char *key)
+{
+    char *needle = NULL;
+    ck_assert_int_ge(asprintf(&needle, "data-key=\"%s\" data-value=\"", key), 0);
+    const char *at = strstr(page, needle);
+    ck_assert_msg(at != NULL, "the page has no %s", key);
+    double v = strtod(at + strlen(needle), NULL);
+    free(needle);
+    return v;
+}
+
+/* diff --html with --framework: both runs' budgets side by side, each
+ * number the one `cutrace budget --json` prints for its run. */
+START_TEST(test_diff_html_budgets_side_by_side)
+{
+    char *root = scratch_dir();
+    char *a = subdir(root, "a"), *b = subdir(root, "b");
+    write_custom_ar_pair(a, b);
+    const char *opts[] = {"--framework", "sglang", "--mem-fraction-static", "0.5", "--html",
+                          "/dev/stdout", NULL};
+    struct proc_result page = diff_run(opts, a, b);
+    ck_assert_msg(page.status == 0, "exit %d: %s", page.status, page.err);
+    assert_contains(page.out, "<h2>The budgets, side by side</h2>");
+    const char *dirs[2] = {a, b}, *sides[2] = {"A", "B"};
+    for (int side = 0; side < 2; side++) {
+        const char *args[] = {"budget", "--framework", "sglang",   "--mem-fraction-static",
+                              "0.5",    "--json",      dirs[side], NULL};
+        struct proc_result r = run_cutrace(args, NULL);
+        ck_assert_int_eq(r.status, 0);
+        char key[96];
+        snprintf(key, sizeof(key), "%s.jobs.0.rest_gib", sides[side]);
+        ck_assert(page_value(page.out, key) == jdouble(r.out, "$.jobs[0].rest_gib"));
+        for (int k = 0; k < 4; k++) {
+            snprintf(key, sizeof(key), "%s.jobs.0.ranks.%d.pre.free_bytes", sides[side], k);
+            char path[64];
+            snprintf(path, sizeof(path), "$.jobs[0].ranks[%d].pre.free_bytes", k);
+            ck_assert(page_value(page.out, key) == (double)jint(r.out, path));
+            /* each waterfall its own id on the page */
+            snprintf(key, sizeof(key), "id=\"budget-%s-0-%d\"", sides[side], k);
+            assert_contains(page.out, key);
+        }
+        proc_result_free(&r);
+    }
+    ck_assert_ptr_null(strstr(page.out, "id=\"budget-0-0\""));
+    ck_assert_ptr_null(strstr(page.out, "data-key=\"jobs."));
+    proc_result_free(&page);
+    /* Without --framework, no budget to draw. */
+    const char *plain[] = {"--html", "/dev/stdout", NULL};
+    page = diff_run(plain, a, b);
+    ck_assert_int_eq(page.status, 0);
+    ck_assert_ptr_null(strstr(page.out, "The budgets, side by side"));
+    proc_result_free(&page);
     free(a);
     free(b);
     scratch_remove(root);
@@ -1355,6 +1421,7 @@ Suite *diff_suite(void)
     tcase_add_test(tc, test_deterministic_output);
     tcase_add_test(tc, test_custom_allreduce_named_exactly);
     tcase_add_test(tc, test_budget_delta_matches_budget_reports);
+    tcase_add_test(tc, test_diff_html_budgets_side_by_side);
     tcase_add_test(tc, test_pairs_by_rank_across_remapped_ordinals);
     tcase_add_test(tc, test_pairs_by_ordinal_then_uuid);
     tcase_add_test(tc, test_different_rank_counts);

@@ -13,7 +13,7 @@ hovering a strip shows that range; and, with --budget, every number carrying a d
 that path of `cutrace budget --json` and is shown as that value.
 
   check_page.py --dom DOM --log CHROMIUM_STDERR --name NAME
-                [--budget BUDGET_JSON --min-numbers N] [--charts N] [--max-charts N]
+                [--budget [PREFIX=]BUDGET_JSON ... --min-numbers N] [--charts N] [--max-charts N]
                 [--nvtx N]
 
 Exit 0 when the page passes, 1 with one line per problem otherwise.
@@ -56,12 +56,18 @@ def shown_number(text):
     return float(m.group(1)), m.group(2)
 
 
-def check_numbers(probe, budget, problems):
+def check_numbers(probe, budgets, problems):
+    """budgets: {prefix: budget --json}; a page of two runs keys A's numbers
+    "A.jobs..." (prefix "A"), a page of one has the prefix ""."""
     checked = 0
     for n in probe["numbers"]:
         key, unit = n["key"], n["unit"]
+        prefix, _, rest = key.partition(".")
+        budget, path = (budgets[prefix], rest) if prefix in budgets else (budgets.get(""), key)
         try:
-            want = lookup(budget, key)
+            if budget is None:
+                raise KeyError(key)
+            want = lookup(budget, path)
         except KeyError:
             problems.append(f"{key}: not in cutrace budget --json")
             continue
@@ -123,7 +129,8 @@ def main():
     ap.add_argument("--dom", required=True)
     ap.add_argument("--log", required=True)
     ap.add_argument("--name", required=True)
-    ap.add_argument("--budget")
+    ap.add_argument("--budget", action="append", default=[],
+                    help="[PREFIX=]FILE: budget --json of the numbers keyed PREFIX.")
     ap.add_argument("--min-numbers", type=int, default=1)
     ap.add_argument("--charts", type=int, default=1)
     ap.add_argument("--max-charts", type=int)
@@ -167,8 +174,14 @@ def main():
     bands = check_bands(charts, a.nvtx, problems) if a.nvtx is not None else 0
     checked = 0
     if a.budget:
-        with open(a.budget, encoding="utf-8") as f:
-            checked = check_numbers(probe, json.load(f), problems)
+        budgets = {}
+        for spec in a.budget:
+            prefix, eq, path = spec.partition("=")
+            if not eq:
+                prefix, path = "", spec
+            with open(path, encoding="utf-8") as f:
+                budgets[prefix] = json.load(f)
+        checked = check_numbers(probe, budgets, problems)
         if checked < a.min_numbers:
             problems.append(f"{checked} numbers checked against budget --json, "
                             f"expected at least {a.min_numbers}")

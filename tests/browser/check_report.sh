@@ -125,7 +125,11 @@ check_page "$out/report-vllm.html" report-vllm --charts 16 --budget "$out/budget
 
 "$cutrace" diff "$build/demo/baseline" "$build/demo/custom-ar" --framework sglang \
     --html "$out/diff.html"
-check_page "$out/diff.html" diff --charts 8
+# 8 GPU pairs' charts, and both runs' budgets side by side: 16 waterfalls
+# whose numbers are each run's own `cutrace budget --json` (keyed A., B.)
+check_page "$out/diff.html" diff --charts 24 --max-charts 24 \
+    --budget "A=$out/budget-baseline.json" --budget "B=$out/budget-custom-ar.json" \
+    --min-numbers 104
 
 # A 10^6-event run and its variant (bench/genrun.c): the pages stay small
 # and still render.
@@ -145,7 +149,9 @@ if [[ -x $genrun ]]; then
     done
     check_page "$out/report-big.html" report-big --charts 16 --budget "$out/budget-big.json" \
         --min-numbers 52
-    check_page "$out/diff-big.html" diff-big --charts 8
+    "$cutrace" budget "$out/big-variant" --framework sglang --json >"$out/budget-big-variant.json"
+    check_page "$out/diff-big.html" diff-big --charts 24 --budget "A=$out/budget-big.json" \
+        --budget "B=$out/budget-big-variant.json" --min-numbers 104
     rm -rf "$out/big" "$out/big-variant"
 else
     echo "browser: $genrun is not built: the 10^6-event pages are not checked" >&2
