@@ -58,6 +58,20 @@ void report_collectives(FILE *out, const struct coll_listing *ls);
  * milestones, and the difference tables (milestones, allocations). */
 void report_diff(FILE *out, const struct diff *d);
 
+/* NVTX ranges on a chart (both reports): a shaded band from x0 to x1
+ * between top and bottom, behind the chart, titled; and on top of its
+ * hover columns a strip at the bottom, stacked by depth (at most
+ * REPORT_BAND_MAX), whose hover shows title in the chart's readout,
+ * labelled where it is wide enough. At most REPORT_BAND_CAP per chart. */
+#define REPORT_BAND_MAX 4
+#define REPORT_BAND_CAP 300
+void report_nvtx_band(FILE *out, double x0, double x1, double top, double bottom,
+                      const char *title);
+void report_nvtx_strip(FILE *out, double x0, double x1, double bottom, int depth, const char *title,
+                       const char *label);
+/* "1.234 s", "12.500 ms", "80.0 us": an NVTX range's duration in a title. */
+const char *report_duration(char *buf, size_t size, int64_t ns);
+
 /* "1.50 GiB", for the pages (out/units.h's format_size). */
 const char *report_size(char *buf, size_t size, int64_t bytes);
 

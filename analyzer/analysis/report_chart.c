@@ -32,9 +32,7 @@
 #define MARGIN_R 34
 #define MARGIN_T 12
 #define MARGIN_B 34
-#define BAND_H   12  /* an NVTX range's strip; nested ones stack upwards */
-#define BAND_MAX 4   /* strips stacked at most: deeper ones share the top one */
-#define BAND_CAP 300 /* NVTX ranges drawn per chart: the rest are counted under it */
+#define BAND_H   12 /* an NVTX range's strip; nested ones stack upwards */
 
 struct sample {
     int64_t t_ns;
@@ -219,7 +217,7 @@ static struct band *collect_bands(const struct gm_model *m, const struct gm_gpu 
                                    (uint32_t)e->a,
                                    e->b,
                                    true,
-                                   (int)(open < BAND_MAX ? open : BAND_MAX - 1)};
+                                   (int)(open < REPORT_BAND_MAX ? open : REPORT_BAND_MAX - 1)};
             open++;
         } else if (e->type == GM_EV_NVTX_END) {
             for (size_t k = n; k > 0; k--) {
@@ -238,7 +236,7 @@ static struct band *collect_bands(const struct gm_model *m, const struct gm_gpu 
     return b;
 }
 
-static const char *duration_text(char *buf, size_t size, int64_t ns)
+const char *report_duration(char *buf, size_t size, int64_t ns)
 {
     if (ns >= 1000000000)
         snprintf(buf, size, "%.3f s", (double)ns / 1e9);
@@ -255,8 +253,33 @@ static char *band_title(const struct gm_model *m, const struct band *b, int64_t 
     char d[32], who[64];
     gm_process_name(who, sizeof(who), &m->procs[b->proc]);
     return xasprintf("NVTX %s: %s (%.6f s to %.6f s%s), %s", gm_text(m, b->text),
-                     duration_text(d, sizeof(d), b->t1 - b->t0), (double)(b->t0 - t0) / 1e9,
+                     report_duration(d, sizeof(d), b->t1 - b->t0), (double)(b->t0 - t0) / 1e9,
                      (double)(b->t1 - t0) / 1e9, b->open ? ", never ended" : "", who);
+}
+
+void report_nvtx_band(FILE *out, double x0, double x1, double top, double bottom, const char *title)
+{
+    svg_rect(out, x0, top, x1 - x0 < 1 ? 1 : x1 - x0, bottom - top, "nvtx", title, NULL);
+}
+
+void report_nvtx_strip(FILE *out, double x0, double x1, double bottom, int depth, const char *title,
+                       const char *label)
+{
+    assert(depth >= 0 && depth < REPORT_BAND_MAX);
+    double w = x1 - x0 < 2 ? 2 : x1 - x0;
+    double y = bottom - BAND_H * (depth + 1);
+    svg_rect(out, x0, y, w, BAND_H - 1, "nvtxbar", title, title);
+    size_t fits = (size_t)(w / 6.5); /* characters of 11px text */
+    if (fits < 3)
+        return;
+    char text[72];
+    snprintf(text, sizeof(text), "%s", label);
+    if (strlen(text) > fits)
+        text[fits] = '\0';
+    /* not svg_text: the label lets the pointer through to its strip */
+    fprintf(out, "<text class=\"nvtxlabel\" x=\"%.1f\" y=\"%.1f\">", x0 + 2, y + BAND_H - 3);
+    html_text(out, text);
+    fputs("</text>\n", out);
 }
 
 /* Behind everything: the shaded band of each range. */
@@ -264,38 +287,22 @@ static void draw_bands(FILE *out, const struct gm_model *m, const struct band *b
                        const struct svg_scale *xs, int64_t t0)
 {
     for (size_t i = 0; i < n; i++) {
-        double x0 = svg_map(xs, (double)b[i].t0), x1 = svg_map(xs, (double)b[i].t1);
         char *title = band_title(m, &b[i], t0);
-        svg_rect(out, x0, MARGIN_T, x1 - x0 < 1 ? 1 : x1 - x0, CHART_H - MARGIN_T - MARGIN_B,
-                 "nvtx", title, NULL);
+        report_nvtx_band(out, svg_map(xs, (double)b[i].t0), svg_map(xs, (double)b[i].t1), MARGIN_T,
+                         CHART_H - MARGIN_B, title);
         free(title);
     }
 }
 
-/* On top of the hover columns: each range's strip, labelled where it is
- * wide enough, hovering it shows the range in the readout. */
+/* On top of the hover columns: each range's strip. */
 static void draw_band_strips(FILE *out, const struct gm_model *m, const struct band *b, size_t n,
                              const struct svg_scale *xs, int64_t t0)
 {
     for (size_t i = 0; i < n; i++) {
-        double x0 = svg_map(xs, (double)b[i].t0), x1 = svg_map(xs, (double)b[i].t1);
-        double w = x1 - x0 < 2 ? 2 : x1 - x0;
-        double y = CHART_H - MARGIN_B - BAND_H * (b[i].depth + 1);
         char *title = band_title(m, &b[i], t0);
-        svg_rect(out, x0, y, w, BAND_H - 1, "nvtxbar", title, title);
+        report_nvtx_strip(out, svg_map(xs, (double)b[i].t0), svg_map(xs, (double)b[i].t1),
+                          CHART_H - MARGIN_B, b[i].depth, title, gm_text(m, b[i].text));
         free(title);
-        size_t fits = (size_t)(w / 6.5); /* characters of 11px text */
-        if (fits >= 3) {
-            char label[72];
-            snprintf(label, sizeof(label), "%s", gm_text(m, b[i].text));
-            if (strlen(label) > fits)
-                label[fits] = '\0';
-            /* not svg_text: the label lets the pointer through to its strip */
-            fprintf(out, "<text class=\"nvtxlabel\" x=\"%.1f\" y=\"%.1f\">", x0 + 2,
-                    y + BAND_H - 3);
-            html_text(out, label);
-            fputs("</text>\n", out);
-        }
     }
 }
 
@@ -333,7 +340,7 @@ void report_memory_chart(FILE *out, const struct gm_model *m, const struct gpu_r
     axes(out, &xs, &ys, t0, t1, ymax);
     size_t nbands;
     struct band *bands = collect_bands(m, gpu, t1, &nbands);
-    size_t bands_drawn = nbands < BAND_CAP ? nbands : BAND_CAP;
+    size_t bands_drawn = nbands < REPORT_BAND_CAP ? nbands : REPORT_BAND_CAP;
     draw_bands(out, m, bands, bands_drawn, &xs, t0);
     /* the categories, bottom up: each band between its sum and the one below */
     for (int c = 0; c < GM_GPU_CATEGORIES; c++) {

@@ -3,7 +3,9 @@
  * both runs' traced bytes on one axis of aligned milestones (the steps of
  * analysis/diff_analysis.h: a milestone of A, of B or of both, in the
  * order the alignment found), so the phases line up whatever their
- * durations; the steps that diverge past --threshold shaded; then the
+ * durations; the steps that diverge past --threshold shaded; the program's
+ * NVTX ranges as bands from the step where one begins to the step where it
+ * ends (the steps are aligned by the ranges' names); then the
  * milestones table of each pair and the allocation groups that differ;
  * with --framework, the two runs' budgets side by side (report_budget's
  * waterfalls, their numbers keyed "A.jobs..." and "B.jobs...").
@@ -40,6 +42,100 @@ static int64_t step_traced(const struct diff *d, const struct diff_pair *p,
     return ms ? diff_ms_traced(ms) : 0;
 }
 
+/* An NVTX range on a pair's chart: the steps where it begins and ends. */
+struct step_band {
+    size_t begin, end;
+    uint32_t sub; /* its message (diff_string) */
+    bool open;
+    int depth;
+};
+
+/* The pair's ranges in begin order: an end closes the latest open begin
+ * of its message, as NVTX pairs a pop with its push. */
+static struct step_band *step_bands(const struct diff *d, const struct diff_pair *p, size_t *count)
+{
+    struct step_band *b = NULL;
+    size_t n = 0, cap = 0, open = 0;
+    for (size_t i = 0; i < p->nsteps; i++) {
+        const struct diff_row *row = &d->rows[p->steps[i].row];
+        if (row->kind == MS_NVTX_BEGIN) {
+            b = xgrow(b, &cap, n + 1, sizeof(*b));
+            b[n++] = (struct step_band){i, p->nsteps - 1, row->sub, true,
+                                        (int)(open < REPORT_BAND_MAX ? open : REPORT_BAND_MAX - 1)};
+            open++;
+        } else if (row->kind == MS_NVTX_END) {
+            for (size_t k = n; k > 0; k--)
+                if (b[k - 1].open && b[k - 1].sub == row->sub) {
+                    b[k - 1].open = false;
+                    b[k - 1].end = i;
+                    open--;
+                    break;
+                }
+        }
+    }
+    *count = n;
+    return b;
+}
+
+/* The time of a step's milestone on side, from the pair's first one there;
+ * false when the side has no milestone at that step. */
+static bool step_time(const struct diff *d, const struct diff_pair *p, size_t step, int side,
+                      double *seconds)
+{
+    const struct gm_model *m = &d->run[side].m;
+    const struct diff_milestone *at = diff_step_ms(d, p, &p->steps[step], side), *first = NULL;
+    for (size_t i = 0; i < p->nsteps && !first; i++)
+        first = diff_step_ms(d, p, &p->steps[i], side);
+    if (!at || !first)
+        return false;
+    int64_t t = m->procs[at->proc].events[at->event].t_ns;
+    int64_t t0 = m->procs[first->proc].events[first->event].t_ns;
+    *seconds = (double)(t - t0) / 1e9;
+    return true;
+}
+
+/* The time of side's last milestone on the pair (the chart's end there). */
+static double last_time(const struct diff *d, const struct diff_pair *p, int side)
+{
+    double t = 0;
+    for (size_t i = p->nsteps; i > 0; i--)
+        if (step_time(d, p, i - 1, side, &t))
+            break;
+    return t;
+}
+
+/* "NVTX load_weights: 1.234 s (0.100000 s to 1.334000 s) in A; 1.300 s
+ * (...) in B", as the report titles a range, once per side; a side whose
+ * range never ended runs to its last milestone; a side without it last. */
+static char *step_band_title(const struct diff *d, const struct diff_pair *p,
+                             const struct step_band *b)
+{
+    static const char *const names[2] = {"A", "B"};
+    char *parts[2];
+    bool begins[2];
+    for (int side = 0; side < 2; side++) {
+        double t0, t1 = 0;
+        begins[side] = step_time(d, p, b->begin, side, &t0);
+        if (!begins[side]) {
+            parts[side] = xasprintf("not in %s", names[side]);
+            continue;
+        }
+        bool ended = !b->open && step_time(d, p, b->end, side, &t1);
+        if (!ended)
+            t1 = last_time(d, p, side);
+        char dur[32];
+        parts[side] = xasprintf("%s (%.6f s to %.6f s%s) in %s",
+                                report_duration(dur, sizeof(dur), (int64_t)((t1 - t0) * 1e9)), t0,
+                                t1, ended ? "" : ", never ended", names[side]);
+    }
+    int first = begins[DIFF_A] || !begins[DIFF_B] ? DIFF_A : DIFF_B;
+    char *title =
+        xasprintf("NVTX %s: %s; %s", diff_string(d, b->sub), parts[first], parts[1 - first]);
+    free(parts[0]);
+    free(parts[1]);
+    return title;
+}
+
 static void pair_chart(FILE *out, const struct diff *d, size_t pi)
 {
     const struct diff_pair *p = &d->pairs[pi];
@@ -61,6 +157,15 @@ static void pair_chart(FILE *out, const struct diff *d, size_t pi)
     char id[32], b[UNITS_BUF];
     snprintf(id, sizeof(id), "diff-%zu", pi);
     svg_begin(out, id, "chart", CHART_W, CHART_H, "traced memory of both runs by milestone");
+    size_t nbands;
+    struct step_band *bands = step_bands(d, p, &nbands);
+    size_t drawn = nbands < REPORT_BAND_CAP ? nbands : REPORT_BAND_CAP;
+    char **titles = xcalloc(drawn ? drawn : 1, sizeof(*titles));
+    for (size_t i = 0; i < drawn; i++) {
+        titles[i] = step_band_title(d, p, &bands[i]);
+        report_nvtx_band(out, svg_map(&xs, (double)bands[i].begin),
+                         svg_map(&xs, (double)bands[i].end), PAD_T, CHART_H - PAD_B, titles[i]);
+    }
     for (int i = 0; i <= 4; i++) {
         double v = (double)ymax * i / 4;
         svg_line(out, PAD_L, svg_map(&ys, v), CHART_W - PAD_R, svg_map(&ys, v), i ? "grid" : "axis",
@@ -105,8 +210,24 @@ static void pair_chart(FILE *out, const struct diff *d, size_t pi)
         if (any)
             svg_path_end(&path, side == DIFF_A ? "A: traced GPU bytes" : "B: traced GPU bytes");
     }
+    for (size_t i = 0; i < drawn; i++) {
+        report_nvtx_strip(out, svg_map(&xs, (double)bands[i].begin),
+                          svg_map(&xs, (double)bands[i].end), CHART_H - PAD_B, bands[i].depth,
+                          titles[i], diff_string(d, bands[i].sub));
+        free(titles[i]);
+    }
+    free(titles);
     svg_end(out);
     fprintf(out, "<div class=\"readout\" id=\"%s-readout\"></div>\n", id);
+    if (nbands)
+        fputs("<div class=\"legend\"><span><i class=\"kn\"></i>NVTX ranges, from the step "
+              "where one begins to the step where it ends (hover a strip for its durations "
+              "in A and B)</span></div>\n",
+              out);
+    if (nbands > drawn)
+        html_textf(out, "%zu more NVTX ranges are in `cutrace diff`'s milestones, not drawn here.",
+                   nbands - drawn);
+    free(bands);
 }
 
 static void size_cell(FILE *out, bool has, int64_t v)

@@ -252,6 +252,24 @@ START_TEST(test_report_hostile_trace)
 }
 END_TEST
 
+/* A trace of pid on host "node" with one H100 (device 0) made current:
+ * what the NVTX tests add their ranges to. fixture_close it. */
+static struct fixture *h100_trace(const char *dir, int64_t pid)
+{
+    char *path = fixture_trace_path(dir, "node", pid, NORMAL_START_WALL);
+    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
+    free(path);
+    struct fixture_process p = {.pid = pid,
+                                .ppid = 1,
+                                .host = "node",
+                                .start_wall_ns = NORMAL_START_WALL,
+                                .start_mono_ns = NORMAL_START_MONO};
+    fixture_process(f, &p);
+    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
+    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    return f;
+}
+
 /* The program's NVTX ranges as bands behind the chart: one shaded band and
  * one labelled strip per range (nested ones a strip higher, one never
  * ended drawn to the end), hovering naming it with its duration; NCCL's own
@@ -260,16 +278,7 @@ END_TEST
 START_TEST(test_report_nvtx_bands)
 {
     char *dir = scratch_dir();
-    char *path = fixture_trace_path(dir, "node", 4343, NORMAL_START_WALL);
-    struct fixture *f = fixture_create(path, FIXTURE_DEFAULT);
-    struct fixture_process p = {.pid = 4343,
-                                .ppid = 1,
-                                .host = "node",
-                                .start_wall_ns = NORMAL_START_WALL,
-                                .start_mono_ns = NORMAL_START_MONO};
-    fixture_process(f, &p);
-    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
-    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    struct fixture *f = h100_trace(dir, 4343);
     fixture_nvtx(f, CT_API_nvtxDomainCreate, 1, 1, 0, "NCCL");
     fixture_meminfo(f, 0, 79 * GiB, 80 * GiB);
     fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "load_weights");
@@ -284,7 +293,6 @@ START_TEST(test_report_nvtx_bands)
     fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0100000000ll, 1 * GiB, 0);
     fixture_call(f, CT_API_cudaFree, 0, 0x7f0000000000ll, 0, 0); /* "serve" never ended */
     fixture_close(f);
-    free(path);
     char *page_path = join(dir, "report.html");
     const char *args[] = {"report", dir, "-o", page_path, NULL};
     struct proc_result r = run_cutrace(args, NULL);
@@ -307,18 +315,12 @@ START_TEST(test_report_nvtx_bands)
     /* past 300 ranges the rest are counted, not drawn */
     char *many = join(dir, "many");
     ck_assert_int_eq(mkdir(many, 0755), 0);
-    char *many_path = fixture_trace_path(many, "node", 4444, NORMAL_START_WALL);
-    f = fixture_create(many_path, FIXTURE_DEFAULT);
-    p.pid = 4444;
-    fixture_process(f, &p);
-    fixture_device(f, 0, NORMAL_UUID, "NVIDIA H100 80GB HBM3", 80 * GiB);
-    fixture_call(f, CT_API_cudaSetDevice, -1, 0, 0, 0);
+    f = h100_trace(many, 4444);
     for (int i = 0; i < 305; i++) {
         fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "step");
         fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
     }
     fixture_close(f);
-    free(many_path);
     const char *args3[] = {"report", many, "-o", page_path, NULL};
     r = run_cutrace(args3, NULL);
     ck_assert_msg(r.status == 0, "report: %d\n%s", r.status, r.err);
@@ -372,6 +374,72 @@ START_TEST(test_diff_html)
     free(a);
     free(b);
     free(page_path);
+    scratch_remove(dir);
+}
+END_TEST
+
+/* A run for the diff's NVTX bands: load_weights around weights of
+ * `weights` bytes, then warmup (with_warmup) and a "serve" never ended
+ * (with_serve). */
+static void nvtx_run(const char *dir, int64_t pid, int64_t weights, bool with_warmup,
+                     bool with_serve)
+{
+    struct fixture *f = h100_trace(dir, pid);
+    fixture_meminfo(f, 0, 79 * GiB, 80 * GiB);
+    fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "load_weights");
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0000000000ll, weights, 0);
+    fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
+    fixture_meminfo(f, 0, 77 * GiB, 80 * GiB);
+    if (with_warmup) {
+        fixture_nvtx(f, CT_API_nvtxRangePush, 1, 0, 0, "warmup");
+        fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0100000000ll, 64 * MiB, 0);
+        fixture_nvtx(f, CT_API_nvtxRangePop, 1, 0, 0, NULL);
+    }
+    if (with_serve)
+        fixture_nvtx(f, CT_API_nvtxRangeStart, 2, 0, 9, "serve");
+    fixture_call(f, CT_API_cudaMalloc, 0, 0x7f0200000000ll, 1 * GiB, 0);
+    fixture_close(f);
+}
+
+/* diff --html: the ranges as bands between the aligned steps where they
+ * begin and end, titled with each side's duration; a range of one side
+ * says so, one never ended runs to the side's last milestone. */
+START_TEST(test_diff_html_nvtx_bands)
+{
+    char *dir = scratch_dir();
+    char *a = join(dir, "a"), *b = join(dir, "b");
+    ck_assert_int_eq(mkdir(a, 0755), 0);
+    ck_assert_int_eq(mkdir(b, 0755), 0);
+    nvtx_run(a, 100, 2 * GiB, true, false);
+    nvtx_run(b, 200, 3 * GiB, false, true);
+    const char *args[] = {"diff", a, b, "--html", "/dev/stdout", NULL};
+    struct proc_result r = run_cutrace(args, NULL);
+    ck_assert_msg(r.status == 0, "diff --html: %d\n%s", r.status, r.err);
+    assert_safe_page(r.out);
+    ck_assert_uint_eq(count(r.out, "class=\"nvtx\""), 3);
+    ck_assert_uint_eq(count(r.out, "class=\"nvtxbar\""), 3);
+    assert_contains(r.out, "class=\"nvtxbar\" data-v=\"NVTX load_weights: ");
+    ck_assert_ptr_nonnull(strstr(r.out, "s) in A; "));
+    ck_assert_ptr_nonnull(strstr(r.out, "s) in B\""));
+    assert_contains(r.out, "data-v=\"NVTX warmup: ");
+    ck_assert_ptr_nonnull(strstr(r.out, "s) in A; not in B\""));
+    assert_contains(r.out, "data-v=\"NVTX serve: ");
+    ck_assert_ptr_nonnull(strstr(r.out, "s, never ended) in B; not in A\""));
+    ck_assert_ptr_nonnull(strstr(r.out, ">load_weights</text>"));
+    assert_contains(r.out, "NVTX ranges, from the step where one begins");
+    proc_result_free(&r);
+    /* runs without NVTX: no band, no legend */
+    char *pa = traced_dir(dir, "pa", 100, 0), *pb = traced_dir(dir, "pb", 200, 4);
+    const char *plain[] = {"diff", pa, pb, "--html", "/dev/stdout", NULL};
+    r = run_cutrace(plain, NULL);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_eq(count(r.out, "class=\"nvtx"), 0);
+    ck_assert_ptr_null(strstr(r.out, "NVTX ranges, from"));
+    proc_result_free(&r);
+    free(pa);
+    free(pb);
+    free(a);
+    free(b);
     scratch_remove(dir);
 }
 END_TEST
@@ -516,6 +584,7 @@ Suite *report_suite(void)
     tcase_add_test(tc, test_report_hostile_trace);
     tcase_add_test(tc, test_report_nvtx_bands);
     tcase_add_test(tc, test_diff_html);
+    tcase_add_test(tc, test_diff_html_nvtx_bands);
     tcase_add_test(tc, test_report_errors);
     tcase_add_test(tc, test_report_filters);
     suite_add_tcase(s, tc);

@@ -110,6 +110,12 @@ if ((ranges == 0)); then
 fi
 "$cutrace" report "$out/nvtx" -o "$out/report-nvtx.html"
 check_page "$out/report-nvtx.html" report-nvtx --charts 1 --nvtx "$ranges"
+# The same ranges on a diff page: a second run of nvtx_app, aligned by the
+# ranges' names, one band and strip per range between its steps.
+LD_LIBRARY_PATH="$fake:$progs" "$cutrace" run -o "$out/nvtx2" -- "$progs/nvtx_app" \
+    >"$out/nvtx2.log" 2>&1 || { echo "browser: nvtx_app failed: $out/nvtx2.log" >&2; exit 1; }
+"$cutrace" diff "$out/nvtx" "$out/nvtx2" --html "$out/diff-nvtx.html"
+check_page "$out/diff-nvtx.html" diff-nvtx --charts 1 --max-charts 1 --nvtx "$ranges"
 # vLLM's waterfall: the simulated server of the demo as vLLM starts (examples/README.md)
 (
     export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
