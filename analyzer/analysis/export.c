@@ -2,9 +2,13 @@
  * export.c - the walk of `cutrace export` (export.h): the model gives the
  * processes, GPUs, live memory and milestones; the calls, collectives and
  * IPC handles are read from each trace's public views, one query each,
- * streamed, so a 10^6-call run never sits in memory twice.
+ * streamed, so a 10^6-call run never sits in memory twice. The NVTX
+ * ranges are export_nvtx.c's; the walk's state and the primitives both
+ * use are export_walk.h's.
  */
 #include "analysis/export.h"
+
+#include "analysis/export_walk.h"
 
 #include "analysis/timeline.h"
 #include "cli.h"
@@ -20,41 +24,7 @@
 
 #define PID_SPAN (1ll << 22) /* the kernel's PID_MAX_LIMIT: no pid or tid reaches it */
 
-/* One end of an IPC flow: the call (process, seq) that starts or ends it. */
-struct flow_end {
-    uint32_t proc;
-    int64_t seq;
-    uint64_t id;
-    bool terminating;
-};
-
-/* A communicator group, by unique-id hash. */
-struct comm_group {
-    char *hash;
-    uint64_t uuid;
-};
-
-struct walk {
-    const struct gm_model *m;
-    struct trace_set *set;
-    const struct gm_filter *f; /* what is drawn */
-    const struct ex_sink *s;
-    int status;
-    uint64_t next_uuid;
-    uint64_t *proc_uuid;
-    int64_t *pid_shift; /* per process: added to its pid and tids */
-    int64_t last_ts;    /* of the current stream */
-    struct flow_end *flows;
-    size_t nflows, flows_cap;
-    struct comm_group *groups;
-    size_t ngroups, groups_cap;
-    int64_t *ends; /* the open slices' ends on the current track, innermost last */
-    size_t nends, ends_cap;
-    uint64_t *starts, *stops; /* the flows of the current call */
-    size_t starts_cap, stops_cap;
-};
-
-static bool ok(const struct walk *w)
+bool export_ok(const struct walk *w)
 {
     return w->status == 0;
 }
@@ -65,7 +35,7 @@ static void fail_write(struct walk *w, int rc)
         w->status = EXPORT_WRITE_FAILED;
 }
 
-static int fail_read(struct walk *w, struct trace *t)
+int export_fail_read(struct walk *w, struct trace *t)
 {
     trace_report_error(t);
     if (w->status == 0)
@@ -73,35 +43,35 @@ static int fail_read(struct walk *w, struct trace *t)
     return -1;
 }
 
-static void stream_begin(struct walk *w)
+void export_stream_begin(struct walk *w)
 {
     w->last_ts = 0;
     w->nends = 0;
-    if (ok(w))
+    if (export_ok(w))
         fail_write(w, w->s->stream_begin(w->s->state));
 }
 
-static uint64_t track(struct walk *w, enum ex_track_kind kind, uint64_t parent, const char *name,
+uint64_t export_track(struct walk *w, enum ex_track_kind kind, uint64_t parent, const char *name,
                       int64_t pid, int64_t tid)
 {
     struct ex_track t = {++w->next_uuid, parent, kind, name, pid, tid};
-    if (ok(w))
+    if (export_ok(w))
         fail_write(w, w->s->track(w->s->state, &t));
     return t.uuid;
 }
 
 /* Emits e at no earlier than the stream's last time (export.h says why). */
-static void emit(struct walk *w, struct ex_event *e)
+void export_emit(struct walk *w, struct ex_event *e)
 {
     if (e->ts < w->last_ts)
         e->ts = w->last_ts;
     w->last_ts = e->ts;
-    if (ok(w))
+    if (export_ok(w))
         fail_write(w, w->s->event(w->s->state, e));
 }
 
 /* A time of process p on the run's axis, never negative. */
-static int64_t axis(const struct walk *w, const struct gm_process *p, int64_t t)
+int64_t export_axis(const struct walk *w, const struct gm_process *p, int64_t t)
 {
     const struct gm_clock *c = &w->m->clocks[p->clock];
     if (c->aligned)
@@ -109,7 +79,7 @@ static int64_t axis(const struct walk *w, const struct gm_process *p, int64_t t)
     return t < 0 ? 0 : t;
 }
 
-static struct trace *trace_of(struct walk *w, uint32_t proc)
+struct trace *export_trace_of(struct walk *w, uint32_t proc)
 {
     for (size_t i = 0; i < w->set->count; i++)
         if (&w->set->traces[i] == w->m->procs[proc].trace)
@@ -124,7 +94,7 @@ static void close_until(struct walk *w, uint64_t on, int64_t t)
 {
     while (w->nends && w->ends[w->nends - 1] <= t) {
         struct ex_event e = {.type = EX_END, .track = on, .ts = w->ends[--w->nends]};
-        emit(w, &e);
+        export_emit(w, &e);
     }
 }
 
@@ -138,7 +108,7 @@ static void open_slice(struct walk *w, struct ex_event *e, int64_t end)
         end = e->ts;
     if (w->nends && end > w->ends[w->nends - 1])
         end = w->ends[w->nends - 1];
-    emit(w, e);
+    export_emit(w, e);
     w->ends = xgrow(w->ends, &w->ends_cap, w->nends + 1, sizeof(*w->ends));
     w->ends[w->nends++] = end;
 }
@@ -153,7 +123,7 @@ static void close_all(struct walk *w, uint64_t on)
 static void declare_processes(struct walk *w)
 {
     const struct gm_model *m = w->m;
-    stream_begin(w);
+    export_stream_begin(w);
     for (size_t i = 0; i < m->nprocs; i++) {
         const struct gm_process *p = &m->procs[i];
         int64_t same = 0;
@@ -167,7 +137,7 @@ static void declare_processes(struct walk *w)
         char name[96];
         gm_process_name(name, sizeof(name), p);
         char *label = xasprintf("%s on %s", name, p->host[0] ? p->host : "unknown host");
-        w->proc_uuid[i] = track(w, EX_TRACK_PROCESS, 0, label, p->pid + w->pid_shift[i], 0);
+        w->proc_uuid[i] = export_track(w, EX_TRACK_PROCESS, 0, label, p->pid + w->pid_shift[i], 0);
         free(label);
     }
 }
@@ -178,7 +148,7 @@ static void process_instants(struct walk *w, uint32_t proc)
     const struct gm_process *p = &w->m->procs[proc];
     if (!p->has_calls && p->ninflight == 0)
         return;
-    stream_begin(w);
+    export_stream_begin(w);
     for (size_t k = 0; k < p->ninflight; k++) {
         const struct gm_inflight *c = &p->inflight[k];
         char what[320];
@@ -190,24 +160,24 @@ static void process_instants(struct walk *w, uint32_t proc)
         };
         struct ex_event e = {.type = EX_INSTANT,
                              .track = w->proc_uuid[proc],
-                             .ts = axis(w, p, c->t_ns),
+                             .ts = export_axis(w, p, c->t_ns),
                              .name = what,
                              .category = "end",
                              .args = args,
                              .nargs = 3};
-        emit(w, &e);
+        export_emit(w, &e);
     }
     const char *how = p->exited ? "exited" : p->end_state ? p->end_state : "end unknown";
     char *name = xasprintf("trace ends: %s", how);
     struct ex_arg args[] = {{"end_state", EX_ARG_STRING, 0, p->end_state ? p->end_state : ""}};
     struct ex_event e = {.type = EX_INSTANT,
                          .track = w->proc_uuid[proc],
-                         .ts = axis(w, p, gm_process_end_ns(p)),
+                         .ts = export_axis(w, p, gm_process_end_ns(p)),
                          .name = name,
                          .category = "end",
                          .args = args,
                          .nargs = 1};
-    emit(w, &e);
+    export_emit(w, &e);
     free(name);
 }
 
@@ -258,10 +228,10 @@ static int read_flows(struct walk *w)
     for (uint32_t i = 0; i < w->m->nprocs && rc == 0; i++) {
         if (!gm_filter_proc(w->f, i))
             continue; /* a flow needs both its ends drawn */
-        struct trace *t = trace_of(w, i);
+        struct trace *t = export_trace_of(w, i);
         sqlite3_stmt *st = trace_query(t, "SELECT seq, api, handle_hex, result FROM ipc", "");
         if (!st) {
-            rc = fail_read(w, t);
+            rc = export_fail_read(w, t);
             break;
         }
         int step;
@@ -279,7 +249,7 @@ static int read_flows(struct walk *w)
         }
         sqlite3_finalize(st);
         if (step < 0)
-            rc = fail_read(w, t);
+            rc = export_fail_read(w, t);
     }
     if (nrows)
         qsort(rows, nrows, sizeof(*rows), by_handle);
@@ -335,7 +305,7 @@ static void flows_of(struct walk *w, uint32_t proc, int64_t seq, struct ex_event
 
 /* ---- calls, one stream per thread ---- */
 
-static void arg_int(struct ex_arg *args, size_t *n, const char *name, int64_t v, bool always)
+void export_arg_int(struct ex_arg *args, size_t *n, const char *name, int64_t v, bool always)
 {
     if (v != 0 || always)
         args[(*n)++] = (struct ex_arg){name, EX_ARG_INT, v, NULL};
@@ -350,7 +320,7 @@ static void arg_ptr(struct ex_arg *args, size_t *n, const char *name, int64_t v)
 static int process_calls(struct walk *w, uint32_t proc)
 {
     const struct gm_process *p = &w->m->procs[proc];
-    struct trace *t = trace_of(w, proc);
+    struct trace *t = export_trace_of(w, proc);
     sqlite3_stmt *st =
         trace_query(t,
                     "SELECT seq, t_ns, dur_ns, tid, api, layer, device, ptr, size, result, nested, "
@@ -358,23 +328,23 @@ static int process_calls(struct walk *w, uint32_t proc)
                     "ORDER BY tid, t_ns, seq",
                     "");
     if (!st)
-        return fail_read(w, t);
+        return export_fail_read(w, t);
     bool open = false;
     int64_t tid = 0;
     uint64_t on = 0;
     int step = 0;
-    while (ok(w) && (step = trace_step(t, st)) == 1) {
+    while (export_ok(w) && (step = trace_step(t, st)) == 1) {
         int64_t row_tid = col_int(st, 3, 0);
         if (!open || row_tid != tid) {
             if (open)
                 close_all(w, on);
             open = true;
             tid = row_tid;
-            stream_begin(w);
+            export_stream_begin(w);
             char *name = tid == p->pid ? xasprintf("main thread %" PRId64, tid)
                                        : xasprintf("thread %" PRId64, tid);
-            on = track(w, EX_TRACK_THREAD, w->proc_uuid[proc], name, p->pid + w->pid_shift[proc],
-                       tid + w->pid_shift[proc]);
+            on = export_track(w, EX_TRACK_THREAD, w->proc_uuid[proc], name,
+                              p->pid + w->pid_shift[proc], tid + w->pid_shift[proc]);
             free(name);
         }
         int64_t seq = col_int(st, 0, 0), result = col_int(st, 9, 0);
@@ -382,22 +352,22 @@ static int process_calls(struct walk *w, uint32_t proc)
         char err[64];
         struct ex_arg args[EX_MAX_ARGS];
         size_t n = 0;
-        arg_int(args, &n, "seq", seq, true);
-        arg_int(args, &n, "result", result, true);
+        export_arg_int(args, &n, "seq", seq, true);
+        export_arg_int(args, &n, "result", result, true);
         if (result != 0)
             args[n++] = (struct ex_arg){
                 "error", EX_ARG_STRING, 0,
                 result_describe(err, sizeof(err), result_layer_from_name(layer), result)};
-        arg_int(args, &n, "device", col_int(st, 6, -1), true);
-        arg_int(args, &n, "size", col_int(st, 8, 0), false);
+        export_arg_int(args, &n, "device", col_int(st, 6, -1), true);
+        export_arg_int(args, &n, "size", col_int(st, 8, 0), false);
         arg_ptr(args, &n, "ptr", col_int(st, 7, 0));
         arg_ptr(args, &n, "stream", col_int(st, 12, 0));
-        arg_int(args, &n, "flags", col_int(st, 13, 0), false);
+        export_arg_int(args, &n, "flags", col_int(st, 13, 0), false);
         static const char *const argn[] = {"arg0", "arg1", "arg2", "arg3"};
         for (int k = 0; k < 4; k++)
-            arg_int(args, &n, argn[k], col_int(st, 14 + k, 0), false);
+            export_arg_int(args, &n, argn[k], col_int(st, 14 + k, 0), false);
         if (col_int(st, 10, 0))
-            arg_int(args, &n, "parent_seq", col_int(st, 11, 0), true);
+            export_arg_int(args, &n, "parent_seq", col_int(st, 11, 0), true);
         const char *module = (const char *)sqlite3_column_text(st, 18);
         if (module)
             args[n++] = (struct ex_arg){"module", EX_ARG_STRING, 0, module};
@@ -406,7 +376,7 @@ static int process_calls(struct walk *w, uint32_t proc)
         int64_t dur = col_int(st, 2, 0);
         struct ex_event e = {.type = EX_BEGIN,
                              .track = on,
-                             .ts = axis(w, p, col_int(st, 1, 0)),
+                             .ts = export_axis(w, p, col_int(st, 1, 0)),
                              .name = api ? api : "unknown api",
                              .category = layer ? layer : "",
                              .args = args,
@@ -417,8 +387,8 @@ static int process_calls(struct walk *w, uint32_t proc)
     if (open)
         close_all(w, on);
     sqlite3_finalize(st);
-    if (ok(w) && step < 0)
-        return fail_read(w, t);
+    if (export_ok(w) && step < 0)
+        return export_fail_read(w, t);
     return 0;
 }
 
@@ -436,7 +406,7 @@ static uint64_t comm_group(struct walk *w, const char *hash, int64_t nranks)
             return w->groups[i].uuid;
     char *name = hash[0] ? xasprintf("NCCL communicator %s (%" PRId64 " ranks)", hash, nranks)
                          : xstrdup("NCCL communicator unknown");
-    uint64_t uuid = track(w, EX_TRACK_GROUP, 0, name, 0, 0);
+    uint64_t uuid = export_track(w, EX_TRACK_GROUP, 0, name, 0, 0);
     free(name);
     w->groups = xgrow(w->groups, &w->groups_cap, w->ngroups + 1, sizeof(*w->groups));
     w->groups[w->ngroups++] = (struct comm_group){xstrdup(hash), uuid};
@@ -463,7 +433,7 @@ static int read_comms(struct walk *w, struct trace *t, struct comm_row **out, si
     sqlite3_stmt *st = trace_query(
         t, "SELECT comm_id, unique_id_hash, rank, nranks FROM communicators ORDER BY comm_id", "");
     if (!st)
-        return fail_read(w, t);
+        return export_fail_read(w, t);
     int step;
     while ((step = trace_step(t, st)) == 1) {
         *out = xgrow(*out, &cap, *count + 1, sizeof(**out));
@@ -472,13 +442,13 @@ static int read_comms(struct walk *w, struct trace *t, struct comm_row **out, si
                                                col_int(st, 3, -1), hash ? hash : xstrdup("")};
     }
     sqlite3_finalize(st);
-    return step < 0 ? fail_read(w, t) : 0;
+    return step < 0 ? export_fail_read(w, t) : 0;
 }
 
 static int process_collectives(struct walk *w, uint32_t proc)
 {
     const struct gm_process *p = &w->m->procs[proc];
-    struct trace *t = trace_of(w, proc);
+    struct trace *t = export_trace_of(w, proc);
     if (!has_nccl_views(t))
         return 0;
     struct comm_row *comms;
@@ -492,18 +462,18 @@ static int process_collectives(struct walk *w, uint32_t proc)
                                    "");
     int rc = 0, step = 0;
     if (!st)
-        rc = fail_read(w, t);
+        rc = export_fail_read(w, t);
     bool open = false;
     int64_t comm_id = 0;
     uint64_t on = 0;
-    while (st && ok(w) && (step = trace_step(t, st)) == 1) {
+    while (st && export_ok(w) && (step = trace_step(t, st)) == 1) {
         int64_t row_comm = col_int(st, 4, -1);
         if (!open || row_comm != comm_id) {
             if (open)
                 close_all(w, on);
             open = true;
             comm_id = row_comm;
-            stream_begin(w);
+            export_stream_begin(w);
             const struct comm_row *c = NULL;
             for (size_t k = 0; k < ncomms && !c; k++)
                 if (comms[k].comm_id == comm_id)
@@ -511,7 +481,7 @@ static int process_collectives(struct walk *w, uint32_t proc)
             uint64_t group = comm_group(w, c ? c->hash : "", c ? c->nranks : -1);
             char *name = xasprintf("rank %" PRId64 ", pid %" PRId64 " (comm_id %" PRId64 ")",
                                    c ? c->rank : -1, p->pid, comm_id);
-            on = track(w, EX_TRACK_SLICES, group, name, 0, 0);
+            on = export_track(w, EX_TRACK_SLICES, group, name, 0, 0);
             free(name);
         }
         const char *op = (const char *)sqlite3_column_text(st, 3);
@@ -519,21 +489,21 @@ static int process_collectives(struct walk *w, uint32_t proc)
         const char *redop = (const char *)sqlite3_column_text(st, 8);
         struct ex_arg args[EX_MAX_ARGS];
         size_t n = 0;
-        arg_int(args, &n, "seq", col_int(st, 0, 0), true);
-        arg_int(args, &n, "count", col_int(st, 5, 0), true);
+        export_arg_int(args, &n, "seq", col_int(st, 0, 0), true);
+        export_arg_int(args, &n, "count", col_int(st, 5, 0), true);
         args[n++] = (struct ex_arg){"datatype", EX_ARG_STRING, 0, datatype ? datatype : ""};
-        arg_int(args, &n, "bytes", col_int(st, 7, 0), true);
+        export_arg_int(args, &n, "bytes", col_int(st, 7, 0), true);
         if (redop)
             args[n++] = (struct ex_arg){"redop", EX_ARG_STRING, 0, redop};
         if (!col_is_null(st, 9))
-            arg_int(args, &n, "peer", col_int(st, 9, 0), true);
-        arg_int(args, &n, "result", col_int(st, 10, 0), true);
-        arg_int(args, &n, "captured", col_int(st, 11, 0), false);
-        arg_int(args, &n, "in_group", col_int(st, 12, 0), false);
+            export_arg_int(args, &n, "peer", col_int(st, 9, 0), true);
+        export_arg_int(args, &n, "result", col_int(st, 10, 0), true);
+        export_arg_int(args, &n, "captured", col_int(st, 11, 0), false);
+        export_arg_int(args, &n, "in_group", col_int(st, 12, 0), false);
         int64_t dur = col_int(st, 2, 0);
         struct ex_event e = {.type = EX_BEGIN,
                              .track = on,
-                             .ts = axis(w, p, col_int(st, 1, 0)),
+                             .ts = export_axis(w, p, col_int(st, 1, 0)),
                              .name = op ? op : "unknown op",
                              .category = "collective",
                              .args = args,
@@ -544,300 +514,12 @@ static int process_collectives(struct walk *w, uint32_t proc)
         close_all(w, on);
     if (st) {
         sqlite3_finalize(st);
-        if (ok(w) && step < 0)
-            rc = fail_read(w, t);
+        if (export_ok(w) && step < 0)
+            rc = export_fail_read(w, t);
     }
     for (size_t k = 0; k < ncomms; k++)
         free(comms[k].hash);
     free(comms);
-    return rc;
-}
-
-/* ---- NVTX ranges and marks (docs/nvtx.md), NCCL's domain too ---- */
-
-#define NVTX_COLUMNS                                                                               \
-    "seq, t_ns, tid, kind, domain_id, domain, message, range_id, level, category, color, "         \
-    "payload_type, payload, nccl_comm_hash, nccl_bytes"
-
-/* A start/end range: they may cross threads and overlap without nesting. */
-struct nvtx_range {
-    int64_t domain, id, begin, end, seq, end_seq, tid;
-    char *domain_name, *message, *comm_hash;
-    int64_t nccl_bytes;
-    bool ended;
-    size_t lane;
-};
-
-static bool has_view(struct trace *t, const char *name)
-{
-    sqlite3_stmt *st = trace_query(
-        t, "SELECT count(*) FROM sqlite_master WHERE type = 'view' AND name = ?1", "t", name);
-    bool has = st && trace_step(t, st) == 1 && col_int(st, 0, 0) == 1;
-    sqlite3_finalize(st);
-    t->error[0] = '\0'; /* a trace without it is simply older */
-    return has;
-}
-
-static const char *message_or_none(const char *m)
-{
-    return m && m[0] ? m : "(no message)";
-}
-
-/* The arguments of a push, start or mark row (NVTX_COLUMNS) into args. */
-static size_t nvtx_args(sqlite3_stmt *st, struct ex_arg *args)
-{
-    size_t n = 0;
-    arg_int(args, &n, "seq", col_int(st, 0, 0), true);
-    arg_int(args, &n, "tid", col_int(st, 2, 0), true);
-    const char *domain = (const char *)sqlite3_column_text(st, 5);
-    args[n++] = (struct ex_arg){"domain", EX_ARG_STRING, 0, domain ? domain : "(default)"};
-    if (!col_is_null(st, 7))
-        arg_int(args, &n, "range_id", col_int(st, 7, 0), true);
-    if (!col_is_null(st, 8))
-        arg_int(args, &n, "level", col_int(st, 8, 0), true);
-    arg_int(args, &n, "category", col_int(st, 9, 0), false);
-    if (!col_is_null(st, 10))
-        arg_int(args, &n, "color", col_int(st, 10, 0), true);
-    if (col_int(st, 11, 0) != 0) {
-        arg_int(args, &n, "payload_type", col_int(st, 11, 0), true);
-        arg_int(args, &n, "payload", col_int(st, 12, 0), true);
-    }
-    const char *hash = (const char *)sqlite3_column_text(st, 13);
-    if (hash)
-        args[n++] = (struct ex_arg){"nccl_comm_hash", EX_ARG_STRING, 0, hash};
-    if (!col_is_null(st, 14))
-        arg_int(args, &n, "nccl_bytes", col_int(st, 14, 0), true);
-    assert(n <= EX_MAX_ARGS);
-    return n;
-}
-
-/* Push/pop ranges and marks: one stream and track per thread and domain,
- * where a pop ends the thread's latest push in its domain, so the slices
- * nest as the program nested them. A push never popped ends with the
- * process; a pop with nothing pushed is left out. */
-static int nvtx_thread_tracks(struct walk *w, uint32_t proc, struct trace *t)
-{
-    const struct gm_process *p = &w->m->procs[proc];
-    sqlite3_stmt *st = trace_query(t,
-                                   "SELECT " NVTX_COLUMNS " FROM nvtx WHERE kind IN "
-                                   "('push', 'pop', 'mark') ORDER BY tid, domain_id, seq",
-                                   "");
-    if (!st)
-        return fail_read(w, t);
-    bool open = false;
-    int64_t tid = 0, domain = 0;
-    size_t depth = 0;
-    uint64_t on = 0;
-    int64_t end = axis(w, p, gm_process_end_ns(p));
-    int step = 0;
-    while (ok(w) && (step = trace_step(t, st)) == 1) {
-        int64_t row_tid = col_int(st, 2, 0), row_domain = col_int(st, 4, 0);
-        if (!open || row_tid != tid || row_domain != domain) {
-            for (; open && depth > 0; depth--) {
-                struct ex_event e = {.type = EX_END, .track = on, .ts = end};
-                emit(w, &e);
-            }
-            open = true;
-            tid = row_tid;
-            domain = row_domain;
-            stream_begin(w);
-            const char *dname = (const char *)sqlite3_column_text(st, 5);
-            char *name =
-                xasprintf("NVTX %s, thread %" PRId64, dname ? dname : "(default domain)", tid);
-            on = track(w, EX_TRACK_SLICES, w->proc_uuid[proc], name, 0, 0);
-            free(name);
-        }
-        const char *kind = (const char *)sqlite3_column_text(st, 3);
-        int64_t ts = axis(w, p, col_int(st, 1, 0));
-        if (kind && strcmp(kind, "pop") == 0) {
-            if (depth == 0)
-                continue;
-            depth--;
-            struct ex_event e = {.type = EX_END, .track = on, .ts = ts};
-            emit(w, &e);
-            continue;
-        }
-        bool mark = kind && strcmp(kind, "mark") == 0;
-        struct ex_arg args[EX_MAX_ARGS];
-        struct ex_event e = {.type = mark ? EX_INSTANT : EX_BEGIN,
-                             .track = on,
-                             .ts = ts,
-                             .name = message_or_none((const char *)sqlite3_column_text(st, 6)),
-                             .category = "nvtx",
-                             .args = args,
-                             .nargs = nvtx_args(st, args)};
-        emit(w, &e);
-        depth += !mark;
-    }
-    for (; open && depth > 0; depth--) {
-        struct ex_event e = {.type = EX_END, .track = on, .ts = end};
-        emit(w, &e);
-    }
-    sqlite3_finalize(st);
-    if (ok(w) && step < 0)
-        return fail_read(w, t);
-    return 0;
-}
-
-static int by_lane(const void *a, const void *b)
-{
-    const struct nvtx_range *x = a, *y = b;
-    if (x->domain != y->domain)
-        return x->domain < y->domain ? -1 : 1;
-    if (x->lane != y->lane)
-        return x->lane < y->lane ? -1 : 1;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-static int by_begin(const void *a, const void *b)
-{
-    const struct nvtx_range *x = a, *y = b;
-    if (x->domain != y->domain)
-        return x->domain < y->domain ? -1 : 1;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-/* Start/end ranges of one process: an end ends the latest open start of
- * its domain with its id (model/nvtx.c pairs them the same way), from any
- * thread. Each domain's ranges go on as few tracks (lanes) as keep them
- * from overlapping: a range takes the first lane free at its begin. */
-static int read_nvtx_ranges(struct walk *w, uint32_t proc, struct trace *t, struct nvtx_range **out,
-                            size_t *count)
-{
-    const struct gm_process *p = &w->m->procs[proc];
-    size_t cap = 0;
-    *out = NULL;
-    *count = 0;
-    sqlite3_stmt *st = trace_query(
-        t, "SELECT " NVTX_COLUMNS " FROM nvtx WHERE kind IN ('start', 'end') ORDER BY seq", "");
-    if (!st)
-        return fail_read(w, t);
-    int step;
-    while ((step = trace_step(t, st)) == 1) {
-        const char *kind = (const char *)sqlite3_column_text(st, 3);
-        int64_t domain = col_int(st, 4, 0), id = col_int(st, 7, 0);
-        int64_t ts = axis(w, p, col_int(st, 1, 0));
-        if (kind && strcmp(kind, "end") == 0) {
-            for (size_t i = *count; i > 0; i--) {
-                struct nvtx_range *r = &(*out)[i - 1];
-                if (r->ended || r->domain != domain || r->id != id)
-                    continue;
-                r->ended = true;
-                r->end = ts < r->begin ? r->begin : ts;
-                r->end_seq = col_int(st, 0, 0);
-                break;
-            }
-            continue;
-        }
-        *out = xgrow(*out, &cap, *count + 1, sizeof(**out));
-        char *dname = col_text(st, 5), *hash = col_text(st, 13);
-        (*out)[(*count)++] = (struct nvtx_range){
-            .domain = domain,
-            .id = id,
-            .begin = ts,
-            .end = INT64_MAX,
-            .seq = col_int(st, 0, 0),
-            .tid = col_int(st, 2, 0),
-            .domain_name = dname ? dname : xstrdup("(default domain)"),
-            .message = xstrdup(message_or_none((const char *)sqlite3_column_text(st, 6))),
-            .comm_hash = hash,
-            .nccl_bytes = col_int(st, 14, -1),
-        };
-    }
-    sqlite3_finalize(st);
-    if (step < 0)
-        return fail_read(w, t);
-    int64_t end = axis(w, p, gm_process_end_ns(p));
-    for (size_t i = 0; i < *count; i++)
-        if (!(*out)[i].ended)
-            (*out)[i].end = end < (*out)[i].begin ? (*out)[i].begin : end;
-    if (*count)
-        qsort(*out, *count, sizeof(**out), by_begin);
-    int64_t *lanes = NULL; /* each lane's last end, in the current domain */
-    size_t nlanes = 0, lanes_cap = 0;
-    for (size_t i = 0; i < *count; i++) {
-        struct nvtx_range *r = &(*out)[i];
-        if (i == 0 || r->domain != (*out)[i - 1].domain)
-            nlanes = 0;
-        size_t l = 0;
-        while (l < nlanes && lanes[l] > r->begin)
-            l++;
-        if (l == nlanes) {
-            lanes = xgrow(lanes, &lanes_cap, nlanes + 1, sizeof(*lanes));
-            nlanes++;
-        }
-        lanes[l] = r->end;
-        r->lane = l;
-    }
-    free(lanes);
-    if (*count)
-        qsort(*out, *count, sizeof(**out), by_lane);
-    return 0;
-}
-
-static void nvtx_range_slices(struct walk *w, uint32_t proc, const struct nvtx_range *r, size_t n)
-{
-    uint64_t on = 0;
-    for (size_t i = 0; ok(w) && i < n; i++) {
-        if (i == 0 || r[i].domain != r[i - 1].domain || r[i].lane != r[i - 1].lane) {
-            stream_begin(w);
-            char *name =
-                xasprintf("NVTX %s, start/end ranges %zu", r[i].domain_name, r[i].lane + 1);
-            on = track(w, EX_TRACK_SLICES, w->proc_uuid[proc], name, 0, 0);
-            free(name);
-        }
-        assert(i == 0 || r[i].domain != r[i - 1].domain || r[i].lane != r[i - 1].lane ||
-               r[i].begin >= r[i - 1].end);
-        struct ex_arg args[8];
-        size_t k = 0;
-        arg_int(args, &k, "seq", r[i].seq, true);
-        arg_int(args, &k, "tid", r[i].tid, true);
-        args[k++] = (struct ex_arg){"domain", EX_ARG_STRING, 0, r[i].domain_name};
-        arg_int(args, &k, "range_id", r[i].id, true);
-        if (r[i].ended)
-            arg_int(args, &k, "end_seq", r[i].end_seq, true);
-        else
-            args[k++] =
-                (struct ex_arg){"end", EX_ARG_STRING, 0, "never ended: closed at the process end"};
-        if (r[i].comm_hash)
-            args[k++] = (struct ex_arg){"nccl_comm_hash", EX_ARG_STRING, 0, r[i].comm_hash};
-        if (r[i].nccl_bytes >= 0)
-            arg_int(args, &k, "nccl_bytes", r[i].nccl_bytes, true);
-        struct ex_event b = {.type = EX_BEGIN,
-                             .track = on,
-                             .ts = r[i].begin,
-                             .name = r[i].message,
-                             .category = "nvtx",
-                             .args = args,
-                             .nargs = k};
-        emit(w, &b);
-        struct ex_event e = {.type = EX_END, .track = on, .ts = r[i].end};
-        emit(w, &e);
-    }
-}
-
-static int process_nvtx(struct walk *w, uint32_t proc)
-{
-    struct trace *t = trace_of(w, proc);
-    if (!has_view(t, "nvtx"))
-        return 0;
-    if (nvtx_thread_tracks(w, proc, t) != 0 || !ok(w))
-        return -1;
-    struct nvtx_range *r;
-    size_t n;
-    int rc = read_nvtx_ranges(w, proc, t, &r, &n);
-    if (rc == 0)
-        nvtx_range_slices(w, proc, r, n);
-    for (size_t i = 0; i < n; i++) {
-        free(r[i].domain_name);
-        free(r[i].message);
-        free(r[i].comm_hash);
-    }
-    free(r);
     return rc;
 }
 
@@ -869,12 +551,12 @@ static void milestone(struct walk *w, uint64_t on, const struct gpu_report *g, c
                  r->kind == MS_CAPTURE_END;
     struct ex_event ev = {.type = EX_INSTANT,
                           .track = on,
-                          .ts = axis(w, p, e->t_ns),
+                          .ts = export_axis(w, p, e->t_ns),
                           .name = name,
                           .category = "milestone",
                           .args = args,
                           .nargs = burst ? 6 : 4};
-    emit(w, &ev);
+    export_emit(w, &ev);
     (void)g;
     free(name);
     free(base);
@@ -883,17 +565,17 @@ static void milestone(struct walk *w, uint64_t on, const struct gpu_report *g, c
 static void counter(struct walk *w, uint64_t on, int64_t ts, int64_t value)
 {
     struct ex_event e = {.type = EX_COUNTER, .track = on, .ts = ts, .value = value};
-    emit(w, &e);
+    export_emit(w, &e);
 }
 
 static void gpu_stream(struct walk *w, uint32_t gi)
 {
     const struct gm_model *m = w->m;
     const struct gm_gpu *gpu = &m->gpus[gi];
-    stream_begin(w);
+    export_stream_begin(w);
     char *name = xasprintf("GPU %" PRIu32 ": %s%s%s on %s", gi, gpu->name[0] ? gpu->name : "",
                            gpu->name[0] ? ", " : "", gpu->key, m->clocks[gpu->clock].host);
-    uint64_t group = track(w, EX_TRACK_GROUP, 0, name, 0, 0);
+    uint64_t group = export_track(w, EX_TRACK_GROUP, 0, name, 0, 0);
     free(name);
     uint64_t tracks[CT_TRACKS];
     for (int c = 0; c < CT_TRACKS; c++) {
@@ -902,11 +584,11 @@ static void gpu_stream(struct walk *w, uint32_t gi)
                                                  : gm_category_label((enum gm_category)c);
         char *label = xasprintf("GPU %" PRIu32 " %s%s", gi, what,
                                 c == GM_CAT_PEER || c == GM_CAT_HOST ? " (not GPU memory)" : "");
-        tracks[c] = track(w, EX_TRACK_COUNTER, group, label, 0, 0);
+        tracks[c] = export_track(w, EX_TRACK_COUNTER, group, label, 0, 0);
         free(label);
     }
     char *ms = xasprintf("GPU %" PRIu32 " milestones", gi);
-    uint64_t ms_track = track(w, EX_TRACK_SLICES, group, ms, 0, 0);
+    uint64_t ms_track = export_track(w, EX_TRACK_SLICES, group, ms, 0, 0);
     free(ms);
 
     struct gpu_report g = {.gpu = gi};
@@ -918,10 +600,10 @@ static void gpu_stream(struct walk *w, uint32_t gi)
     struct gm_walk walk;
     gm_walk_init(&walk, m, gi);
     const struct gm_ref *ref;
-    while (ok(w) && (ref = gm_walk_step(&walk)) != NULL) {
+    while (export_ok(w) && (ref = gm_walk_step(&walk)) != NULL) {
         const struct gm_process *p = &m->procs[ref->proc];
         const struct gm_event *e = &p->events[ref->event];
-        int64_t ts = axis(w, p, e->t_ns);
+        int64_t ts = export_axis(w, p, e->t_ns);
         for (int c = 0; c < GM_CATEGORIES; c++)
             if (first || shown[c] != walk.live[c]) {
                 shown[c] = walk.live[c];
@@ -936,7 +618,7 @@ static void gpu_stream(struct walk *w, uint32_t gi)
         for (; next_row < g.nrows && g.rows[next_row].pos <= e->pos; next_row++)
             milestone(w, ms_track, &g, &g.rows[next_row]);
     }
-    for (; ok(w) && next_row < g.nrows; next_row++)
+    for (; export_ok(w) && next_row < g.nrows; next_row++)
         milestone(w, ms_track, &g, &g.rows[next_row]);
     gm_walk_free(&walk);
     free(g.rows);
@@ -950,18 +632,18 @@ int export_run(const struct gm_model *m, struct trace_set *set, const struct gm_
     w.pid_shift = xcalloc(m->nprocs ? m->nprocs : 1, sizeof(*w.pid_shift));
     declare_processes(&w);
     read_flows(&w);
-    for (uint32_t i = 0; ok(&w) && i < m->nprocs; i++) {
+    for (uint32_t i = 0; export_ok(&w) && i < m->nprocs; i++) {
         if (!gm_filter_proc(f, i))
             continue;
         process_calls(&w, i);
-        if (ok(&w))
+        if (export_ok(&w))
             process_instants(&w, i);
-        if (ok(&w))
+        if (export_ok(&w))
             process_collectives(&w, i);
-        if (ok(&w))
-            process_nvtx(&w, i);
+        if (export_ok(&w))
+            export_process_nvtx(&w, i);
     }
-    for (uint32_t g = 0; ok(&w) && g < m->ngpus; g++)
+    for (uint32_t g = 0; export_ok(&w) && g < m->ngpus; g++)
         if (gm_filter_gpu(f, g))
             gpu_stream(&w, g);
     for (size_t i = 0; i < w.ngroups; i++)
