@@ -20,7 +20,8 @@ rm -rf "$out"
 mkdir -p "$out"
 
 # Eight simulated 96 GiB GPUs (docs/fakes.md); each run gets its own state.
-export LD_LIBRARY_PATH="$(cd "$build/fake" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fake_libs=$(cd "$build/fake" && pwd)
+export LD_LIBRARY_PATH="$fake_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CUTRACE_FAKE_GPUS=8 CUTRACE_FAKE_GPU_MEM=96G
 
 fraction=0.55
@@ -74,6 +75,15 @@ echo
 echo "== 5. cutrace diff $out/baseline $out/custom-ar --framework sglang"
 echo "   What the second run does differently, aligned by phase, and what it costs:"
 "$cutrace" diff "$out/baseline" "$out/custom-ar" --framework sglang --mem-fraction-static "$fraction"
+echo
+echo "== 6. The pictures: each opens from disk, with no network (docs/report.md, docs/export.md)"
+"$cutrace" diff "$out/baseline" "$out/custom-ar" --framework sglang --mem-fraction-static "$fraction" \
+    --html "$out/diff.html"
+"$cutrace" report "$out/custom-ar" --framework sglang -o "$out/custom-ar.html"
+"$cutrace" export "$out/custom-ar" -o "$out/custom-ar.pftrace"
+echo "   $out/diff.html: both runs' memory aligned by phase, and the two budgets side by side"
+echo "   $out/custom-ar.html: per GPU memory over time, the budget's waterfall per rank, the call sites"
+echo "   $out/custom-ar.pftrace: every call, counter and collective, for ui.perfetto.dev"
 echo
 echo "== Read it: the custom all-reduce made 256 MiB + 5 KiB and 256 MiB per rank and exported them"
 echo "   (ipc_exported), plus a 20 MiB segment, all before SGLang's first measurement. Memory made"

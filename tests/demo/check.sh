@@ -41,6 +41,18 @@ expect "+7          256 MiB  cudaIpcOpenMemHandle  init_custom_ar      peer"
 expect "rest                   0.157715 GiB  -0.108496 GiB  -272.6 MiB"
 expect "custom all-reduce buffers (ipc_exported)      made before pre           0  512.0 MiB  +512.0 MiB      -281.6 MiB"
 expect "B adds: --custom-ar"
+# the pictures: written, and what they are said to be
+expect "== 6. The pictures"
+for picture in diff.html custom-ar.html custom-ar.pftrace; do
+    if [[ ! -s $build/demo/$picture ]]; then
+        echo "demo-check: the demo wrote no $build/demo/$picture" >&2
+        failures=$((failures + 1))
+    fi
+done
+if ! grep -qF "<h2>The budgets, side by side</h2>" "$build/demo/diff.html" 2>/dev/null; then
+    echo "demo-check: $build/demo/diff.html has no budgets side by side" >&2
+    failures=$((failures + 1))
+fi
 
 if ((elapsed >= 60)); then
     echo "demo-check: the demo took ${elapsed} s (it must stay under a minute)" >&2
