@@ -275,24 +275,34 @@ static bool estimate_pair(const struct evidence *e, uint32_t a, uint32_t b, stru
         all.hi = barriers[i].hi < all.hi ? barriers[i].hi : all.hi;
     }
     if (found && nbarriers > 0 && all.lo <= all.hi) {
-        /* Collectives that agree with the barriers' bound narrow it; if
-         * together they contradict each other, the barriers' bound stands. */
-        struct bound tight = all;
-        int64_t used = (int64_t)nbarriers;
+        /* Only the barriers' bound is certain: a collective's host call
+         * that only enqueues work returns whenever its rank got there, so
+         * its "bound" moves with the ranks' skew (a loaded host's ranks
+         * late by a millisecond make a narrow one a millisecond off, and
+         * intersecting it would state a tight error that misses). The
+         * collectives that agree with the bound only choose the point in
+         * it, the median of their midpoints; the error covers the whole
+         * bound, so the true offset is always within it. */
+        int64_t *mids = xcalloc(nothers ? nothers : 1, sizeof(*mids));
+        size_t nagree = 0;
         for (size_t i = 0; i < nothers; i++) {
             if (others[i].lo > all.hi || others[i].hi < all.lo)
                 continue;
-            tight.lo = others[i].lo > tight.lo ? others[i].lo : tight.lo;
-            tight.hi = others[i].hi < tight.hi ? others[i].hi : tight.hi;
-            used++;
+            int64_t width = gm_sub(others[i].hi, others[i].lo);
+            mids[nagree++] = gm_add(others[i].lo, width / 2);
         }
-        if (tight.lo > tight.hi) {
-            tight = all;
-            used = (int64_t)nbarriers;
+        int64_t width = gm_sub(all.hi, all.lo), point = gm_add(all.lo, width / 2);
+        if (nagree) {
+            qsort(mids, nagree, sizeof(*mids), compare_i64);
+            point = quantile(mids, nagree, 0.5);
+            point = point < all.lo ? all.lo : point > all.hi ? all.hi : point;
         }
-        int64_t width = gm_sub(tight.hi, tight.lo);
-        *est = (struct estimate){gm_add(tight.lo, width / 2), width - width / 2, used, "bound"};
-        prefer_zero(est, tight.lo, tight.hi);
+        free(mids);
+        int64_t below = gm_sub(point, all.lo), above = gm_sub(all.hi, point);
+        *est = (struct estimate){point, below > above ? below : above,
+                                 (int64_t)(nbarriers + nagree), "bound"};
+        assert(est->error >= 0);
+        prefer_zero(est, all.lo, all.hi);
     } else if (found) {
         /* No barrier, or barriers that contradict one another (a
          * non-blocking init, a clock that drifted): every event votes. */

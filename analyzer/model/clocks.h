@@ -16,16 +16,18 @@
  *         <= earliest return on B - latest entry on A;
  *     the bounds of every matched init are intersected;
  *   - blocking collectives (not in a group, not captured, successful): the
- *     host calls of most NCCL collectives only enqueue work, so their
- *     returns are near-simultaneous at best; each one's bound tightens the
- *     inits' where it agrees with it, and one that contradicts it is
- *     left out. Only without any matched init do collectives decide alone:
- *     the median of their bounds' midpoints.
- * The estimate is the bound's midpoint, or 0 when the bound holds 0 (then
- * the traces are already on one axis, as fixtures and one-host runs are);
- * its error is how far the true offset can be from it (the bound's half
- * width, or the spread of the midpoints). Hosts linked only through a
- * third are chained, their errors added.
+ *     host calls of most NCCL collectives only enqueue work and return
+ *     whenever their rank got there, so a collective's bound moves with
+ *     the ranks' skew and is no bound at all. Those that agree with the
+ *     inits' bound choose the point inside it (the median of their
+ *     midpoints); they never narrow the error. Only without any matched
+ *     init do collectives decide alone: the median of their midpoints.
+ * The estimate is that point (the bound's midpoint when no collective
+ * agrees), or 0 when the bound holds 0 (then the traces are already on one
+ * axis, as fixtures and one-host runs are); its error is how far the true
+ * offset can be from it (to the farther end of the inits' bound, or the
+ * spread of the midpoints). Hosts linked only through a third are chained,
+ * their errors added.
  *
  * gm_load aligns the model: every time of an aligned host's processes
  * (events, allocations, communicators, measurements, failed calls, first

@@ -452,7 +452,7 @@ int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *ini
                               .t_ns = init->t_ns,
                               .device = init->device,
                               .result = init->result,
-                              .dur_ns = 50000,
+                              .dur_ns = init->dur_ns ? init->dur_ns : 50000,
                               .ptr = init->comm,
                               .caller = init->caller,
                               .arg = {init->comm, init->nranks, init->rank, (int64_t)init->hash,

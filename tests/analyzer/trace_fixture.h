@@ -133,6 +133,7 @@ struct fixture_nccl_init {
     int64_t parent, color, key;   /* splits only */
     int64_t device, result, t_ns; /* t_ns 0: the fixture's clock */
     int64_t caller;               /* return address into the issuing module; 0 unknown */
+    int64_t dur_ns;               /* time inside the init; 0: 50 us */
 };
 int64_t fixture_nccl_init(struct fixture *f, const struct fixture_nccl_init *init);
 
