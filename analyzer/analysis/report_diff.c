@@ -77,52 +77,65 @@ static struct step_band *step_bands(const struct diff *d, const struct diff_pair
     return b;
 }
 
-/* The time of a step's milestone on side, from the pair's first one there;
- * false when the side has no milestone at that step. */
-static bool step_time(const struct diff *d, const struct diff_pair *p, size_t step, int side,
-                      double *seconds)
+/* A pair's times on each side, in s from its first milestone there: what
+ * the bands' titles say. */
+struct pair_clock {
+    int64_t t0[2];  /* the first milestone's time, per side */
+    double last[2]; /* the last milestone's, from t0 */
+    bool any[2];    /* the side has a milestone on the pair */
+};
+
+/* The time of step's milestone on side, from t0; false when the side has
+ * no milestone at that step. */
+static bool step_time(const struct diff *d, const struct diff_pair *p, const struct pair_clock *c,
+                      size_t step, int side, double *seconds)
 {
-    const struct gm_model *m = &d->run[side].m;
-    const struct diff_milestone *at = diff_step_ms(d, p, &p->steps[step], side), *first = NULL;
-    for (size_t i = 0; i < p->nsteps && !first; i++)
-        first = diff_step_ms(d, p, &p->steps[i], side);
-    if (!at || !first)
+    const struct diff_milestone *at = diff_step_ms(d, p, &p->steps[step], side);
+    if (!at)
         return false;
-    int64_t t = m->procs[at->proc].events[at->event].t_ns;
-    int64_t t0 = m->procs[first->proc].events[first->event].t_ns;
-    *seconds = (double)(t - t0) / 1e9;
+    const struct gm_model *m = &d->run[side].m;
+    *seconds = (double)(m->procs[at->proc].events[at->event].t_ns - c->t0[side]) / 1e9;
     return true;
 }
 
-/* The time of side's last milestone on the pair (the chart's end there). */
-static double last_time(const struct diff *d, const struct diff_pair *p, int side)
+static struct pair_clock pair_clock_of(const struct diff *d, const struct diff_pair *p)
 {
-    double t = 0;
-    for (size_t i = p->nsteps; i > 0; i--)
-        if (step_time(d, p, i - 1, side, &t))
-            break;
-    return t;
+    struct pair_clock c = {{0, 0}, {0, 0}, {false, false}};
+    for (int side = 0; side < 2; side++) {
+        const struct gm_model *m = &d->run[side].m;
+        for (size_t i = 0; i < p->nsteps && !c.any[side]; i++) {
+            const struct diff_milestone *ms = diff_step_ms(d, p, &p->steps[i], side);
+            if (ms) {
+                c.t0[side] = m->procs[ms->proc].events[ms->event].t_ns;
+                c.any[side] = true;
+            }
+        }
+        for (size_t i = p->nsteps; c.any[side] && i > 0; i--)
+            if (step_time(d, p, &c, i - 1, side, &c.last[side]))
+                break;
+    }
+    return c;
 }
 
 /* "NVTX load_weights: 1.234 s (0.100000 s to 1.334000 s) in A; 1.300 s
  * (...) in B", as the report titles a range, once per side; a side whose
  * range never ended runs to its last milestone; a side without it last. */
 static char *step_band_title(const struct diff *d, const struct diff_pair *p,
-                             const struct step_band *b)
+                             const struct pair_clock *c, const struct step_band *b)
 {
     static const char *const names[2] = {"A", "B"};
     char *parts[2];
     bool begins[2];
     for (int side = 0; side < 2; side++) {
         double t0, t1 = 0;
-        begins[side] = step_time(d, p, b->begin, side, &t0);
+        begins[side] = step_time(d, p, c, b->begin, side, &t0);
         if (!begins[side]) {
             parts[side] = xasprintf("not in %s", names[side]);
             continue;
         }
-        bool ended = !b->open && step_time(d, p, b->end, side, &t1);
+        bool ended = !b->open && step_time(d, p, c, b->end, side, &t1);
         if (!ended)
-            t1 = last_time(d, p, side);
+            t1 = c->last[side];
         char dur[32];
         parts[side] = xasprintf("%s (%.6f s to %.6f s%s) in %s",
                                 report_duration(dur, sizeof(dur), (int64_t)((t1 - t0) * 1e9)), t0,
@@ -161,8 +174,9 @@ static void pair_chart(FILE *out, const struct diff *d, size_t pi)
     struct step_band *bands = step_bands(d, p, &nbands);
     size_t drawn = nbands < REPORT_BAND_CAP ? nbands : REPORT_BAND_CAP;
     char **titles = xcalloc(drawn ? drawn : 1, sizeof(*titles));
+    struct pair_clock clock = pair_clock_of(d, p);
     for (size_t i = 0; i < drawn; i++) {
-        titles[i] = step_band_title(d, p, &bands[i]);
+        titles[i] = step_band_title(d, p, &clock, &bands[i]);
         report_nvtx_band(out, svg_map(&xs, (double)bands[i].begin),
                          svg_map(&xs, (double)bands[i].end), PAD_T, CHART_H - PAD_B, titles[i]);
     }

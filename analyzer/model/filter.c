@@ -40,7 +40,7 @@ static char *append_list(char *text, const struct gm_model *m, bool hosts)
     text = next;
     size_t shown = 0;
     bool more = false;
-    for (size_t i = 0; i < m->nprocs && !more; i++) {
+    for (size_t i = 0; i < m->nprocs; i++) {
         const struct gm_process *p = &m->procs[i];
         bool seen = false;
         for (size_t k = 0; hosts && k < i && !seen; k++)
